@@ -1,0 +1,117 @@
+//! Bottom-up finalisation: the engine behind tree-cost greedy and behind
+//! turning any per-node preference into a valid extraction.
+//!
+//! A class is finalised with one of its nodes only once every child class
+//! of that node is finalised, so the result is acyclic by construction and
+//! every class that has an acyclic choice gets one. Among the ready nodes,
+//! the one with the largest key is finalised first.
+
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
+use crate::extraction::Extraction;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Priority of a ready node: preferred nodes come before all others, then
+/// larger scores first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeKey {
+    /// Whether this node is its class's preferred choice.
+    pub preferred: bool,
+    /// Larger is better.
+    pub score: f64,
+}
+
+struct Entry {
+    key: NodeKey,
+    value: f64,
+    node: NodeIdx,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key
+            .preferred
+            .cmp(&other.key.preferred)
+            .then(self.key.score.total_cmp(&other.key.score))
+            // Lower node index wins ties, for determinism.
+            .then(other.node.cmp(&self.node))
+    }
+}
+
+/// Finalises every class that has an acyclic choice. `key(n, values)` is
+/// called once when node `n` becomes ready (all its child classes final,
+/// their values in `values`) and returns the node's priority and the value
+/// its class takes if `n` is chosen. Returns the choices and class values.
+pub fn finalise_bottom_up(
+    g: &EGraph,
+    mut key: impl FnMut(NodeIdx, &[f64]) -> (NodeKey, f64),
+) -> (Extraction, Vec<f64>) {
+    let nn = g.num_nodes();
+    let nc = g.num_classes();
+    let mut missing: Vec<u32> = (0..nn as NodeIdx)
+        .map(|n| {
+            let mut kids = g.children(n).to_vec();
+            kids.sort_unstable();
+            kids.dedup();
+            kids.len() as u32
+        })
+        .collect();
+    let mut values = vec![f64::NAN; nc];
+    let mut out = Extraction::empty(nc);
+    let mut heap = BinaryHeap::new();
+    for n in 0..nn as NodeIdx {
+        if missing[n as usize] == 0 {
+            let (k, value) = key(n, &values);
+            heap.push(Entry { key: k, value, node: n });
+        }
+    }
+    while let Some(Entry { value, node, .. }) = heap.pop() {
+        let c = g.class_of(node) as usize;
+        if out.choices[c].is_some() {
+            continue;
+        }
+        out.choices[c] = Some(node);
+        values[c] = value;
+        for &p in g.parents(c as ClassIdx) {
+            missing[p as usize] -= 1;
+            if missing[p as usize] == 0 && out.choices[g.class_of(p) as usize].is_none() {
+                let (k, value) = key(p, &values);
+                heap.push(Entry { key: k, value, node: p });
+            }
+        }
+    }
+    (out, values)
+}
+
+/// Turns a per-class preference into a valid extraction of the classes
+/// the roots need: each class gets its preferred node unless that would
+/// close a cycle, in which case the best-scoring acyclic alternative is
+/// used. When the preferred choices are already a valid extraction from the
+/// roots, they are returned unchanged (for the reachable classes).
+///
+/// `preferred[c]` is the preferred node of class `c` (if any); `score(n)`
+/// ranks alternatives (larger is better).
+pub fn complete_acyclic(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
+    let (all, _) = finalise_bottom_up(g, |n, _| {
+        let c = g.class_of(n) as usize;
+        (
+            NodeKey {
+                preferred: preferred[c] == Some(n),
+                score: score(n),
+            },
+            0.0,
+        )
+    });
+    all.restricted_to_reachable(g).unwrap_or(all)
+}

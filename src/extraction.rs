@@ -1,0 +1,251 @@
+//! An extraction (one chosen node per needed class), its validity check,
+//! its costs, and its JSON form.
+//!
+//! This is the one checker every extractor's output goes through; no
+//! algorithm re-implements it.
+
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::fmt;
+
+/// A choice of node per class (`None`: class not picked).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Extraction {
+    /// Chosen node of each class, indexed by class.
+    pub choices: Vec<Option<NodeIdx>>,
+}
+
+/// Why an extraction is not valid. Names are original ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Defect {
+    /// A root class has no chosen node.
+    RootMissing(String),
+    /// A class's chosen node belongs to another class.
+    WrongClass { class: String, node: String },
+    /// A picked node needs a child class that has no chosen node.
+    ChildMissing { node: String, child_class: String },
+    /// Following chosen nodes returns to a class on the path.
+    Cycle(Vec<String>),
+}
+
+impl fmt::Display for Defect {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Defect::RootMissing(c) => write!(f, "root class {c:?} has no chosen node"),
+            Defect::WrongClass { class, node } => {
+                write!(
+                    f,
+                    "class {class:?} chooses node {node:?}, which belongs to another class"
+                )
+            }
+            Defect::ChildMissing { node, child_class } => {
+                write!(f, "node {node:?} needs class {child_class:?}, which has no chosen node")
+            }
+            Defect::Cycle(path) => write!(f, "cycle through classes {}", path.join(" -> ")),
+        }
+    }
+}
+
+impl std::error::Error for Defect {}
+
+impl Extraction {
+    /// An extraction with no class picked.
+    pub fn empty(num_classes: usize) -> Self {
+        Extraction {
+            choices: vec![None; num_classes],
+        }
+    }
+
+    /// The classes reachable from the roots through chosen nodes, children
+    /// before parents; or the first defect found. An `Ok` means the
+    /// extraction is valid: roots picked, chosen nodes in their classes,
+    /// complete and acyclic.
+    pub fn check(&self, g: &EGraph) -> std::result::Result<Vec<ClassIdx>, Defect> {
+        const NEW: u8 = 0;
+        const ON_PATH: u8 = 1;
+        const DONE: u8 = 2;
+        let nc = g.num_classes();
+        if self.choices.len() != nc {
+            return Err(Defect::RootMissing(format!(
+                "(extraction has {} classes, e-graph {nc})",
+                self.choices.len()
+            )));
+        }
+        let mut state = vec![NEW; nc];
+        let mut order = Vec::new();
+        let mut frames: Vec<(ClassIdx, usize)> = Vec::new();
+        for &root in g.roots() {
+            if state[root as usize] == DONE {
+                continue;
+            }
+            let node = self.choices[root as usize].ok_or_else(|| Defect::RootMissing(g.class_name(root).into()))?;
+            if g.class_of(node) != root {
+                return Err(Defect::WrongClass {
+                    class: g.class_name(root).into(),
+                    node: g.node_name(node).into(),
+                });
+            }
+            state[root as usize] = ON_PATH;
+            frames.push((root, 0));
+            while let Some(&(c, pos)) = frames.last() {
+                let node = self.choices[c as usize].expect("classes on the path are chosen");
+                let kids = g.children(node);
+                if pos == kids.len() {
+                    state[c as usize] = DONE;
+                    order.push(c);
+                    frames.pop();
+                    continue;
+                }
+                if let Some(top) = frames.last_mut() {
+                    top.1 += 1;
+                }
+                let k = kids[pos];
+                match state[k as usize] {
+                    DONE => {}
+                    ON_PATH => {
+                        let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
+                        let mut path: Vec<String> = frames[from..]
+                            .iter()
+                            .map(|&(f, _)| g.class_name(f).to_string())
+                            .collect();
+                        path.push(g.class_name(k).to_string());
+                        return Err(Defect::Cycle(path));
+                    }
+                    _ => {
+                        let Some(kn) = self.choices[k as usize] else {
+                            return Err(Defect::ChildMissing {
+                                node: g.node_name(node).into(),
+                                child_class: g.class_name(k).into(),
+                            });
+                        };
+                        if g.class_of(kn) != k {
+                            return Err(Defect::WrongClass {
+                                class: g.class_name(k).into(),
+                                node: g.node_name(kn).into(),
+                            });
+                        }
+                        state[k as usize] = ON_PATH;
+                        frames.push((k, 0));
+                    }
+                }
+            }
+        }
+        Ok(order)
+    }
+
+    /// Whether [`Extraction::check`] finds no defect.
+    pub fn is_valid(&self, g: &EGraph) -> bool {
+        self.check(g).is_ok()
+    }
+
+    /// DAG cost: each class reachable from the roots counted once. Errors
+    /// with the defect when the extraction is invalid.
+    pub fn dag_cost(&self, g: &EGraph) -> std::result::Result<f64, Defect> {
+        let order = self.check(g)?;
+        Ok(order
+            .iter()
+            .map(|&c| g.cost(self.choices[c as usize].expect("checked")))
+            .sum())
+    }
+
+    /// Tree cost: a shared class counted once per use. Errors with the
+    /// defect when the extraction is invalid.
+    pub fn tree_cost(&self, g: &EGraph) -> std::result::Result<f64, Defect> {
+        let order = self.check(g)?;
+        let mut cost = vec![0.0f64; g.num_classes()];
+        for &c in &order {
+            let n = self.choices[c as usize].expect("checked");
+            cost[c as usize] = g.cost(n) + g.children(n).iter().map(|&k| cost[k as usize]).sum::<f64>();
+        }
+        Ok(g.roots().iter().map(|&r| cost[r as usize]).sum())
+    }
+
+    /// Keeps only the choices of classes reachable from the roots.
+    /// Assumes a valid extraction.
+    pub fn restricted_to_reachable(&self, g: &EGraph) -> Result<Extraction> {
+        let order = self.check(g)?;
+        let mut out = Extraction::empty(g.num_classes());
+        for c in order {
+            out.choices[c as usize] = self.choices[c as usize];
+        }
+        Ok(out)
+    }
+
+    /// The `"choices"` object: original class id -> original node id, for
+    /// the classes reachable from the roots (sorted by class id).
+    pub fn choices_json(&self, g: &EGraph) -> Result<Value> {
+        let mut entries: Vec<(String, String)> = self
+            .check(g)?
+            .into_iter()
+            .map(|c| {
+                (
+                    g.class_name(c).to_string(),
+                    g.node_name(self.choices[c as usize].expect("checked")).to_string(),
+                )
+            })
+            .collect();
+        entries.sort();
+        let mut map = Map::new();
+        for (c, n) in entries {
+            map.insert(c, Value::String(n));
+        }
+        Ok(Value::Object(map))
+    }
+
+    /// The result object written by `smoothe extract`: `choices`,
+    /// `dag_cost`, `tree_cost`, `method`, `seconds`, plus the fields of
+    /// `extra` (an object).
+    pub fn result_json(&self, g: &EGraph, method: &str, seconds: f64, extra: Value) -> Result<Value> {
+        let mut out = json!({
+            "method": method,
+            "dag_cost": self.dag_cost(g)?,
+            "tree_cost": self.tree_cost(g)?,
+            "seconds": seconds,
+            "choices": self.choices_json(g)?,
+        });
+        if let (Value::Object(o), Value::Object(e)) = (&mut out, extra) {
+            o.extend(e);
+        }
+        Ok(out)
+    }
+
+    /// Reads an extraction of `g` from JSON: an object with a `"choices"`
+    /// map, or a bare class id -> node id map. Errors name the unknown id.
+    pub fn from_json(g: &EGraph, value: &Value) -> Result<Extraction> {
+        let map = match value.get("choices") {
+            Some(Value::Object(m)) => m,
+            Some(_) => bail!("\"choices\" is not an object"),
+            None => value
+                .as_object()
+                .ok_or_else(|| anyhow!("expected a JSON object of class id -> node id"))?,
+        };
+        let class_index: HashMap<&str, ClassIdx> =
+            (0..g.num_classes() as ClassIdx).map(|c| (g.class_name(c), c)).collect();
+        let node_index: HashMap<&str, NodeIdx> = (0..g.num_nodes() as NodeIdx).map(|n| (g.node_name(n), n)).collect();
+        let mut out = Extraction::empty(g.num_classes());
+        for (class, node) in map {
+            let node = match node {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                other => bail!("class {class:?}: node id must be a string, got {other}"),
+            };
+            let c = *class_index
+                .get(class.as_str())
+                .ok_or_else(|| anyhow!("class {class:?} is not in the e-graph"))?;
+            let n = *node_index
+                .get(node.as_str())
+                .ok_or_else(|| anyhow!("class {class:?}: node {node:?} is not in the e-graph (or is subsumed)"))?;
+            out.choices[c as usize] = Some(n);
+        }
+        Ok(out)
+    }
+
+    /// Reads an extraction file (see [`Extraction::from_json`]).
+    pub fn load_file(g: &EGraph, path: &std::path::Path) -> Result<Extraction> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let value: Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", path.display()))?;
+        Extraction::from_json(g, &value).with_context(|| format!("{}", path.display()))
+    }
+}

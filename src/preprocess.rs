@@ -1,0 +1,282 @@
+//! Shrinking an e-graph before extraction, with a map back to original ids.
+//!
+//! Steps, repeated until nothing changes: drop nodes that have their own
+//! class as a child; drop nodes that can head no acyclic sub-extraction;
+//! drop classes the roots cannot reach; merge a non-root class that has a
+//! single node and a single incoming edge into the node holding that edge
+//! (adding its cost and splicing in its children). Any extraction of the
+//! reduced graph maps back to an extraction of the original with the same
+//! DAG cost.
+
+// Loops here walk several parallel per-node arrays by index.
+#![allow(clippy::needless_range_loop)]
+
+use crate::egraph::{ClassIdx, EGraph, NodeIdx, NodeSpec};
+use crate::extraction::Extraction;
+use crate::scc::Sccs;
+use anyhow::{bail, Result};
+
+/// What preprocessing removed, for `smoothe info` and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreprocessStats {
+    /// Nodes dropped because they have their own class as a child.
+    pub self_loop_nodes: usize,
+    /// Nodes dropped because no acyclic sub-extraction starts at them.
+    pub underivable_nodes: usize,
+    /// Nodes dropped because the roots cannot reach their class.
+    pub unreachable_nodes: usize,
+    /// Single-node classes merged into their only parent node.
+    pub merged_classes: usize,
+}
+
+/// A preprocessed e-graph plus everything needed to map results back.
+#[derive(Debug, Clone)]
+pub struct Reduced {
+    /// The reduced graph extractors run on. Node and class names are those
+    /// of the original nodes and classes they stand for.
+    pub graph: EGraph,
+    /// Components of the reduced class graph.
+    pub sccs: Sccs,
+    /// What was removed.
+    pub stats: PreprocessStats,
+    /// For each reduced node, the original (class, node) pairs it stands
+    /// for: itself first, then every class merged into it.
+    origin: Vec<Vec<(ClassIdx, NodeIdx)>>,
+    num_original_classes: usize,
+}
+
+impl Reduced {
+    /// Maps an extraction of the reduced graph back to the original graph.
+    pub fn to_original(&self, reduced: &Extraction) -> Extraction {
+        let mut out = Extraction::empty(self.num_original_classes);
+        for n in reduced.choices.iter().flatten() {
+            for &(c, orig) in &self.origin[*n as usize] {
+                out.choices[c as usize] = Some(orig);
+            }
+        }
+        out
+    }
+
+    /// Maps an extraction of the original graph onto the reduced graph;
+    /// `None` when it uses a node that preprocessing removed.
+    pub fn from_original(&self, original: &Extraction) -> Option<Extraction> {
+        let mut out = Extraction::empty(self.graph.num_classes());
+        for (n, pairs) in self.origin.iter().enumerate() {
+            let (c, orig) = pairs[0];
+            if original.choices.get(c as usize).copied().flatten() == Some(orig) {
+                out.choices[self.graph.class_of(n as NodeIdx) as usize] = Some(n as NodeIdx);
+            }
+        }
+        out.is_valid(&self.graph).then_some(out)
+    }
+}
+
+/// Working copy of a graph during preprocessing: per node its children
+/// (classes of the original graph), cost and origin list.
+struct Work {
+    class: Vec<ClassIdx>,
+    children: Vec<Vec<ClassIdx>>,
+    cost: Vec<f64>,
+    origin: Vec<Vec<(ClassIdx, NodeIdx)>>,
+    alive: Vec<bool>,
+}
+
+/// Preprocesses `g`. Errors when some root class has no valid extraction.
+pub fn preprocess(g: &EGraph) -> Result<Reduced> {
+    let nn = g.num_nodes();
+    let mut w = Work {
+        class: (0..nn as NodeIdx).map(|n| g.class_of(n)).collect(),
+        children: (0..nn as NodeIdx).map(|n| g.children(n).to_vec()).collect(),
+        cost: g.costs().to_vec(),
+        origin: (0..nn as NodeIdx).map(|n| vec![(g.class_of(n), n)]).collect(),
+        alive: vec![true; nn],
+    };
+    let mut stats = PreprocessStats::default();
+    let mut is_root = vec![false; g.num_classes()];
+    for &r in g.roots() {
+        is_root[r as usize] = true;
+    }
+    loop {
+        let before = stats.clone();
+        prune(g, &mut w, &mut stats)?;
+        merge_single_parent_classes(g.num_classes(), &is_root, &mut w, &mut stats);
+        if stats == before {
+            break;
+        }
+    }
+    // Rebuild a dense graph from the surviving nodes.
+    let mut class_map = vec![u32::MAX; g.num_classes()];
+    let mut class_names = Vec::new();
+    for n in 0..nn {
+        if w.alive[n] && class_map[w.class[n] as usize] == u32::MAX {
+            class_map[w.class[n] as usize] = class_names.len() as u32;
+            class_names.push(g.class_name(w.class[n]).to_string());
+        }
+    }
+    let mut specs = Vec::new();
+    let mut origin = Vec::new();
+    for n in 0..nn {
+        if !w.alive[n] {
+            continue;
+        }
+        specs.push(NodeSpec {
+            name: g.node_name(n as NodeIdx).to_string(),
+            op: g.op(n as NodeIdx).to_string(),
+            cost: w.cost[n],
+            class: class_map[w.class[n] as usize],
+            children: w.children[n].iter().map(|&c| class_map[c as usize]).collect(),
+        });
+        origin.push(std::mem::take(&mut w.origin[n]));
+    }
+    let roots = g.roots().iter().map(|&r| class_map[r as usize]).collect();
+    let graph = EGraph::new(class_names, specs, roots)?;
+    let sccs = Sccs::new(&graph);
+    Ok(Reduced {
+        graph,
+        sccs,
+        stats,
+        origin,
+        num_original_classes: g.num_classes(),
+    })
+}
+
+/// Drops self-loop, underivable and unreachable nodes; errors when a root
+/// loses all its nodes.
+fn prune(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Result<()> {
+    let nn = w.class.len();
+    let nc = g.num_classes();
+    for n in 0..nn {
+        if w.alive[n] && w.children[n].contains(&w.class[n]) {
+            w.alive[n] = false;
+            stats.self_loop_nodes += 1;
+        }
+    }
+    // Derivable: least fixed point of "every child class has a derivable node".
+    let mut parents: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    let mut missing = vec![0u32; nn];
+    for n in 0..nn {
+        if !w.alive[n] {
+            continue;
+        }
+        let mut kids = w.children[n].clone();
+        kids.sort_unstable();
+        kids.dedup();
+        missing[n] = kids.len() as u32;
+        for k in kids {
+            parents[k as usize].push(n as u32);
+        }
+    }
+    let mut derivable_class = vec![false; nc];
+    let mut derivable = vec![false; nn];
+    let mut queue: Vec<usize> = (0..nn).filter(|&n| w.alive[n] && missing[n] == 0).collect();
+    while let Some(n) = queue.pop() {
+        derivable[n] = true;
+        let c = w.class[n] as usize;
+        if std::mem::replace(&mut derivable_class[c], true) {
+            continue;
+        }
+        for &p in &parents[c] {
+            missing[p as usize] -= 1;
+            if missing[p as usize] == 0 {
+                queue.push(p as usize);
+            }
+        }
+    }
+    for &r in g.roots() {
+        if !derivable_class[r as usize] {
+            bail!(
+                "no valid extraction exists: every choice for root class {:?} leads to a cycle",
+                g.class_name(r)
+            );
+        }
+    }
+    for n in 0..nn {
+        if w.alive[n] && !derivable[n] {
+            w.alive[n] = false;
+            stats.underivable_nodes += 1;
+        }
+    }
+    // Reachable from the roots through surviving nodes.
+    let mut nodes_of: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    for n in 0..nn {
+        if w.alive[n] {
+            nodes_of[w.class[n] as usize].push(n as u32);
+        }
+    }
+    let mut reached = vec![false; nc];
+    let mut stack: Vec<ClassIdx> = Vec::new();
+    for &r in g.roots() {
+        if !std::mem::replace(&mut reached[r as usize], true) {
+            stack.push(r);
+        }
+    }
+    while let Some(c) = stack.pop() {
+        for &n in &nodes_of[c as usize] {
+            for &k in &w.children[n as usize] {
+                if !std::mem::replace(&mut reached[k as usize], true) {
+                    stack.push(k);
+                }
+            }
+        }
+    }
+    for n in 0..nn {
+        if w.alive[n] && !reached[w.class[n] as usize] {
+            w.alive[n] = false;
+            stats.unreachable_nodes += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Merges each non-root class with one node and one incoming edge into the
+/// node that holds that edge.
+fn merge_single_parent_classes(nc: usize, is_root: &[bool], w: &mut Work, stats: &mut PreprocessStats) {
+    let nn = w.class.len();
+    let mut node_count = vec![0u32; nc];
+    let mut only_node = vec![u32::MAX; nc];
+    let mut in_edges = vec![0u32; nc];
+    let mut edge_holder = vec![u32::MAX; nc];
+    for n in 0..nn {
+        if !w.alive[n] {
+            continue;
+        }
+        node_count[w.class[n] as usize] += 1;
+        only_node[w.class[n] as usize] = n as u32;
+        for &k in &w.children[n] {
+            in_edges[k as usize] += 1;
+            edge_holder[k as usize] = n as u32;
+        }
+    }
+    // A node merged away forwards to the node that absorbed it.
+    let mut absorbed_into: Vec<u32> = (0..nn as u32).collect();
+    fn holder(absorbed_into: &mut [u32], mut n: u32) -> u32 {
+        while absorbed_into[n as usize] != n {
+            let next = absorbed_into[n as usize];
+            absorbed_into[n as usize] = absorbed_into[next as usize];
+            n = next;
+        }
+        n
+    }
+    for c in 0..nc {
+        if is_root[c] || node_count[c] != 1 || in_edges[c] != 1 {
+            continue;
+        }
+        let m = only_node[c] as usize;
+        let p = holder(&mut absorbed_into, edge_holder[c]) as usize;
+        if p == m {
+            continue; // cannot happen without a self-loop; be safe
+        }
+        let pos = w.children[p]
+            .iter()
+            .position(|&k| k as usize == c)
+            .expect("edge holder has the child");
+        let spliced = std::mem::take(&mut w.children[m]);
+        w.children[p].splice(pos..pos + 1, spliced);
+        w.cost[p] += w.cost[m];
+        let moved = std::mem::take(&mut w.origin[m]);
+        w.origin[p].extend(moved);
+        w.alive[m] = false;
+        absorbed_into[m] = p as u32;
+        stats.merged_classes += 1;
+    }
+}
