@@ -37,9 +37,33 @@ struct RawNode {
     #[serde(default)]
     children: Vec<RawId>,
     eclass: RawId,
+    #[serde(deserialize_with = "finite_cost")]
     cost: f64,
     #[serde(default)]
     subsumed: bool,
+}
+
+/// A node cost: a finite JSON number (or a numeric string, as some
+/// exporters write), refusing NaN and infinities with a message that says so.
+fn finite_cost<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(f64),
+        Text(String),
+    }
+    let value = match Raw::deserialize(d)? {
+        Raw::Number(x) => x,
+        Raw::Text(s) => s
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| serde::de::Error::custom(format!("cost {s:?} is not a number")))?,
+    };
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(serde::de::Error::custom(format!("cost {value} is not a finite number")))
+    }
 }
 
 /// The `nodes` object, keeping file order and refusing duplicate ids.

@@ -1,0 +1,103 @@
+//! The `smoothe` binary end to end: extract, check, info.
+
+mod common;
+use common::*;
+
+fn shipped(name: &str) -> String {
+    format!("{}/datasets/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn extract_writes_a_result_that_check_accepts() {
+    let graph = shipped("esyn/mul3.json");
+    for method in ["greedy", "dag-greedy", "random"] {
+        let out = temp_file(&format!("mul3-{method}.json"), "");
+        let (code, stdout, stderr) = cli(&[
+            "extract",
+            "--method",
+            method,
+            "--seed",
+            "4",
+            "-o",
+            out.to_str().unwrap(),
+            &graph,
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.is_empty());
+        assert!(stderr.starts_with(method) && stderr.contains("dag cost"), "{stderr}");
+        let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+        assert_eq!(result["method"], method);
+        assert!(result["seconds"].as_f64().unwrap() >= 0.0);
+        let (code, stdout, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+        let cost = result["dag_cost"].as_f64().unwrap();
+        assert!(stdout.contains(&format!("dag cost {cost},")), "{stdout} vs {cost}");
+    }
+}
+
+#[test]
+fn check_accepts_a_bare_map_and_reports_defects() {
+    let text = graph_json(
+        &[
+            ("r", "R", 1.0, &["a1"]),
+            ("a1", "A", 1.0, &["r"]),
+            ("a2", "A", 2.0, &[]),
+            ("z", "Z", 1.0, &[]),
+        ],
+        &["R"],
+    );
+    let g = temp_file("small.json", &text);
+    let g = g.to_str().unwrap();
+    let good = temp_file("good.json", r#"{"R": "r", "A": "a2"}"#);
+    let (code, stdout, _) = cli(&["check", g, good.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("dag cost 3"), "{stdout}");
+    for (bad, needle) in [
+        (r#"{"choices": {"R": "r", "A": "a1"}}"#, "cycle"),
+        (r#"{"choices": {"R": "r"}}"#, "no chosen node"),
+        (r#"{"A": "a2"}"#, "root class"),
+        (r#"{"R": "a2", "A": "a2"}"#, "another class"),
+        (r#"{"R": "nope"}"#, "not in the e-graph"),
+    ] {
+        let f = temp_file("bad-ex.json", bad);
+        let (code, _, stderr) = cli(&["check", g, f.to_str().unwrap()]);
+        assert_ne!(code, 0, "{bad}");
+        assert!(stderr.contains(needle), "{bad}: {stderr}");
+        assert!(!stderr.contains("panicked"));
+    }
+}
+
+#[test]
+fn info_reports_shape() {
+    let text = graph_json(
+        &[
+            ("r", "R", 1.0, &["a1", "b"]),
+            ("a1", "A", 1.0, &["b"]),
+            ("a2", "A", 1.0, &["a2"]),
+            ("b", "B", 1.0, &["a1"]),
+            ("b2", "B", 1.0, &[]),
+        ],
+        &["R"],
+    );
+    let g = temp_file("info.json", &text);
+    let (code, stdout, stderr) = cli(&["info", g.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nodes: 5"), "{stdout}");
+    assert!(stdout.contains("classes: 3"), "{stdout}");
+    assert!(stdout.contains("self-loop nodes: 1"), "{stdout}");
+    assert!(stdout.contains("cyclic components: 1 (sizes 2)"), "{stdout}");
+}
+
+#[test]
+fn help_is_available_everywhere() {
+    for args in [
+        vec!["--help"],
+        vec!["extract", "--help"],
+        vec!["check", "--help"],
+        vec!["info", "--help"],
+    ] {
+        let (code, stdout, _) = cli(&args);
+        assert_eq!(code, 0);
+        assert!(stdout.contains("Usage"), "{stdout}");
+    }
+}

@@ -1,0 +1,132 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Map, Value};
+use smoothe::egraph::EGraph;
+use smoothe::extraction::Extraction;
+
+/// Builds egraph-serialize JSON from `(node id, class, op cost, children node ids)`.
+pub fn graph_json(nodes: &[(&str, &str, f64, &[&str])], roots: &[&str]) -> String {
+    let mut map = Map::new();
+    for (id, class, cost, children) in nodes {
+        map.insert(
+            id.to_string(),
+            json!({"op": id, "eclass": class, "cost": cost, "children": children}),
+        );
+    }
+    json!({"nodes": map, "root_eclasses": roots}).to_string()
+}
+
+/// Parses JSON built by [`graph_json`] or by hand.
+pub fn graph(text: &str) -> EGraph {
+    smoothe::load::parse_with_warnings(text).expect("test graph parses").0
+}
+
+/// A random e-graph with sharing and (often) cycles: `classes` classes of
+/// 1-3 nodes, each with 0-3 children, mostly in later classes (so the root
+/// reaches much of the graph) and sometimes anywhere (closing cycles); root
+/// class "c0". Children name the first node of the child class.
+pub fn random_graph_json(seed: u64, classes: usize, negative_costs: bool) -> String {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut nodes: Vec<(String, String, f64, Vec<String>)> = Vec::new();
+    for c in 0..classes {
+        let count = rng.random_range(1..=3);
+        for i in 0..count {
+            let kids = if rng.random_bool(0.35) {
+                0
+            } else {
+                rng.random_range(1..=3)
+            };
+            let children = (0..kids)
+                .map(|_| {
+                    let k = if c + 1 < classes && rng.random_bool(0.8) {
+                        rng.random_range(c + 1..classes)
+                    } else {
+                        rng.random_range(0..classes)
+                    };
+                    format!("n{k}_0")
+                })
+                .collect();
+            let cost = if negative_costs {
+                rng.random_range(-5..=10) as f64
+            } else {
+                rng.random_range(0..=10) as f64
+            };
+            nodes.push((format!("n{c}_{i}"), format!("c{c}"), cost, children));
+        }
+    }
+    let mut map = Map::new();
+    for (id, class, cost, children) in nodes {
+        map.insert(
+            id,
+            json!({"op": "f", "eclass": class, "cost": cost, "children": children}),
+        );
+    }
+    json!({"nodes": map, "root_eclasses": ["c0"]}).to_string()
+}
+
+/// Exhaustive search over every assignment of one node per class:
+/// (least DAG cost, least tree cost) over valid extractions, or `None`.
+pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
+    let nc = g.num_classes();
+    let mut idx = vec![0usize; nc];
+    let mut best: Option<(f64, f64)> = None;
+    loop {
+        let ex = Extraction {
+            choices: (0..nc).map(|c| g.class_nodes(c as u32).get(idx[c]).copied()).collect(),
+        };
+        if let (Ok(d), Ok(t)) = (ex.dag_cost(g), ex.tree_cost(g)) {
+            best = Some(match best {
+                None => (d, t),
+                Some((bd, bt)) => (bd.min(d), bt.min(t)),
+            });
+        }
+        let mut c = 0;
+        loop {
+            if c == nc {
+                return best;
+            }
+            idx[c] += 1;
+            if idx[c] < g.class_nodes(c as u32).len().max(1) {
+                break;
+            }
+            idx[c] = 0;
+            c += 1;
+        }
+    }
+}
+
+/// Runs the CLI binary, returning (exit code, stdout, stderr).
+pub fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe"))
+        .args(args)
+        .output()
+        .expect("binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The shared benchmark folder, when present (it is beside the checkout).
+pub fn shared_datasets() -> Option<std::path::PathBuf> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets");
+    p.is_dir().then_some(p)
+}
+
+/// Writes `text` to a fresh temporary file and returns its path.
+pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("smoothe-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write temp file");
+    p
+}
+
+/// JSON value helper.
+pub fn parse_json(text: &str) -> Value {
+    serde_json::from_str(text).expect("valid JSON")
+}
