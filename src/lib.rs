@@ -23,5 +23,6 @@ pub mod extract;
 pub mod extraction;
 pub mod load;
 pub mod preprocess;
+pub mod relax;
 pub mod report;
 pub mod scc;

@@ -1,0 +1,134 @@
+//! The relaxation as a Candle custom op, so any Candle expression of the
+//! node probabilities (a linear cost, an MLP) can be differentiated with
+//! respect to the scores.
+
+use super::{Forward, Relaxation};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+use std::sync::{Arc, Mutex};
+
+/// Maps scores `[nodes, batch]` to `[nodes + 1, batch]`: node
+/// probabilities, then one row holding each seed's acyclicity penalty.
+/// The batch is split into column chunks run in parallel. One op value
+/// serves one forward/backward pair (it keeps the forward state).
+pub struct RelaxOp {
+    relax: Arc<Relaxation>,
+    chunks: usize,
+    state: Mutex<Option<Vec<Forward>>>,
+}
+
+impl RelaxOp {
+    /// A new op over `relax`, splitting the batch into at most `chunks`
+    /// parallel pieces.
+    pub fn new(relax: Arc<Relaxation>, chunks: usize) -> Self {
+        RelaxOp {
+            relax,
+            chunks: chunks.max(1),
+            state: Mutex::new(None),
+        }
+    }
+
+    /// Applies the op to `scores` (`[nodes, batch]`, f32 or f64, CPU).
+    pub fn apply(self, scores: &Tensor) -> Result<Tensor> {
+        scores.contiguous()?.apply_op1(self)
+    }
+
+    fn ranges(&self, batch: usize) -> Vec<std::ops::Range<usize>> {
+        let k = self.chunks.min(batch).max(1);
+        (0..k).map(|i| (i * batch / k)..((i + 1) * batch / k)).collect()
+    }
+}
+
+/// Copies columns `range` of a `[rows, batch]` buffer into `[rows, width]`.
+fn gather(src: &[f64], rows: usize, batch: usize, range: &std::ops::Range<usize>) -> Vec<f64> {
+    let width = range.len();
+    let mut out = vec![0.0; rows * width];
+    for r in 0..rows {
+        out[r * width..(r + 1) * width].copy_from_slice(&src[r * batch + range.start..r * batch + range.end]);
+    }
+    out
+}
+
+fn to_f64(storage: &CpuStorage, layout: &Layout) -> Result<Vec<f64>> {
+    let (start, end) = layout
+        .contiguous_offsets()
+        .ok_or_else(|| candle_core::Error::Msg("relaxation input must be contiguous".into()))?;
+    Ok(match storage {
+        CpuStorage::F64(v) => v[start..end].to_vec(),
+        CpuStorage::F32(v) => v[start..end].iter().map(|&x| x as f64).collect(),
+        _ => candle_core::bail!("relaxation input must be f32 or f64"),
+    })
+}
+
+fn from_f64(data: Vec<f64>, dtype: DType) -> Result<CpuStorage> {
+    Ok(match dtype {
+        DType::F64 => CpuStorage::F64(data),
+        DType::F32 => CpuStorage::F32(data.into_iter().map(|x| x as f32).collect()),
+        other => candle_core::bail!("relaxation does not support {other:?}"),
+    })
+}
+
+impl CustomOp1 for RelaxOp {
+    fn name(&self) -> &'static str {
+        "smoothe-relaxation"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, batch) = layout.shape().dims2()?;
+        let nn = self.relax.num_nodes();
+        if rows != nn {
+            candle_core::bail!("relaxation expects [{nn}, batch] scores, got [{rows}, {batch}]");
+        }
+        let scores = to_f64(storage, layout)?;
+        let ranges = self.ranges(batch);
+        let forwards: Vec<Forward> = ranges
+            .par_iter()
+            .map(|r| self.relax.forward(&gather(&scores, nn, batch, r), r.len()))
+            .collect();
+        let mut out = vec![0.0; (nn + 1) * batch];
+        for (f, r) in forwards.iter().zip(&ranges) {
+            let width = r.len();
+            for n in 0..nn {
+                out[n * batch + r.start..n * batch + r.end].copy_from_slice(&f.node_prob[n * width..(n + 1) * width]);
+            }
+            out[nn * batch + r.start..nn * batch + r.end].copy_from_slice(&f.penalty);
+        }
+        *self
+            .state
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))? = Some(forwards);
+        Ok((from_f64(out, storage.dtype())?, Shape::from((nn + 1, batch))))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let (nn, batch) = arg.dims2()?;
+        let guard = self
+            .state
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
+        let forwards = guard
+            .as_ref()
+            .ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
+        let grad: Vec<f64> = grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
+        let ranges = self.ranges(batch);
+        let parts: Vec<Vec<f64>> = forwards
+            .par_iter()
+            .zip(ranges.par_iter())
+            .map(|(f, r)| {
+                let g = gather(&grad, nn + 1, batch, r);
+                let width = r.len();
+                self.relax.backward(f, &g[..nn * width], &g[nn * width..])
+            })
+            .collect();
+        let mut out = vec![0.0; nn * batch];
+        for (part, r) in parts.iter().zip(&ranges) {
+            let width = r.len();
+            for n in 0..nn {
+                out[n * batch + r.start..n * batch + r.end].copy_from_slice(&part[n * width..(n + 1) * width]);
+            }
+        }
+        let t = Tensor::from_vec(out, (nn, batch), arg.device())?.to_dtype(arg.dtype())?;
+        Ok(Some(t))
+    }
+}
