@@ -18,6 +18,9 @@
 //! assert_eq!(outcome.dag_cost, 2.0); // x is shared, so counted once
 //! ```
 
+pub mod config;
+pub mod cost;
+pub mod device;
 pub mod egraph;
 pub mod extract;
 pub mod extraction;

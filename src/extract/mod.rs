@@ -8,16 +8,19 @@ mod bottom_up;
 mod dag_greedy;
 mod greedy;
 mod random;
+mod smoothe;
 
 pub use bottom_up::{complete_acyclic, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
 pub use random::RandomExtractor;
+pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Context, Result};
+use serde_json::{Map, Value};
 use std::time::Instant;
 
 /// An extraction algorithm.
@@ -25,18 +28,42 @@ pub trait Extractor {
     /// Registry name, as given to `--method`.
     fn name(&self) -> &'static str;
     /// Extracts from `problem.graph`. The result must be valid for it.
-    fn extract(&self, problem: &Reduced) -> Result<Extraction>;
+    fn extract(&self, problem: &Reduced) -> Result<Extraction> {
+        Ok(self.extract_with_details(problem)?.0)
+    }
+    /// Like [`Extractor::extract`], plus algorithm-specific details for the
+    /// result file (an object; empty by default).
+    fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
+        Ok((self.extract(problem)?, Map::new()))
+    }
 }
 
 /// Options shared by the registry's constructors.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ExtractOptions {
     /// Seed for randomised extractors.
     pub seed: u64,
+    /// SmoothE settings.
+    pub smoothe: SmoothEConfig,
+    /// Device for tensor work.
+    pub device: candle_core::Device,
+    /// Show progress bars (when stderr is a terminal).
+    pub progress: bool,
+}
+
+impl Default for ExtractOptions {
+    fn default() -> Self {
+        ExtractOptions {
+            seed: 0,
+            smoothe: SmoothEConfig::default(),
+            device: candle_core::Device::Cpu,
+            progress: false,
+        }
+    }
 }
 
 /// Names accepted by [`by_name`].
-pub const METHODS: &[&str] = &["greedy", "dag-greedy", "random"];
+pub const METHODS: &[&str] = &["greedy", "dag-greedy", "random", "smoothe"];
 
 /// Builds the extractor registered under `name`.
 pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor>> {
@@ -44,6 +71,12 @@ pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor
         "greedy" => Box::new(Greedy),
         "dag-greedy" => Box::new(DagGreedy),
         "random" => Box::new(RandomExtractor { seed: options.seed }),
+        "smoothe" => Box::new(SmoothE {
+            config: options.smoothe.clone(),
+            seed: options.seed,
+            device: options.device.clone(),
+            progress: options.progress,
+        }),
         other => bail!("unknown method {other:?}; expected one of {}", METHODS.join(", ")),
     })
 }
@@ -57,6 +90,8 @@ pub struct Outcome {
     pub dag_cost: f64,
     /// Seconds spent in the extractor (preprocessing excluded).
     pub seconds: f64,
+    /// Algorithm-specific details for the result file.
+    pub details: Map<String, Value>,
 }
 
 /// Runs `extractor` on `problem`, maps the result back to `original` and
@@ -64,7 +99,7 @@ pub struct Outcome {
 /// as an error, never returned.
 pub fn run(extractor: &dyn Extractor, original: &EGraph, problem: &Reduced) -> Result<Outcome> {
     let start = Instant::now();
-    let reduced = extractor.extract(problem)?;
+    let (reduced, details) = extractor.extract_with_details(problem)?;
     let seconds = start.elapsed().as_secs_f64();
     reduced
         .check(&problem.graph)
@@ -77,5 +112,6 @@ pub fn run(extractor: &dyn Extractor, original: &EGraph, problem: &Reduced) -> R
         extraction,
         dag_cost,
         seconds,
+        details,
     })
 }

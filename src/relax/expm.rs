@@ -161,7 +161,7 @@ mod tests {
         // tr exp([[0, a], [b, 0]]) = 2 cosh(sqrt(ab)).
         let (a, b) = (0.7, 0.4);
         let e = expm(&[0.0, a, b, 0.0], 2);
-        assert!((e[0] + e[3] - 2.0 * (a * b as f64).sqrt().cosh()).abs() < 1e-12);
+        assert!((e[0] + e[3] - 2.0 * (a * b).sqrt().cosh()).abs() < 1e-12);
     }
 
     #[test]
