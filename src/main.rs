@@ -19,6 +19,7 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once
 enum Command {
     /// Extract one term from an e-graph and write the result as JSON.
     Extract {

@@ -6,10 +6,19 @@ use common::*;
 use smoothe::extract::{self, ExtractOptions, Extractor};
 use smoothe::preprocess::preprocess;
 
+/// Options for tests: a short SmoothE run so hundreds of graphs stay fast.
+fn opts(seed: u64) -> ExtractOptions {
+    let mut o = ExtractOptions { seed, ..Default::default() };
+    o.smoothe.steps = 40;
+    o.smoothe.time_limit = 0.0;
+    o.smoothe.batch = 4;
+    o
+}
+
 fn run_method(text: &str, method: &str, seed: u64) -> extract::Outcome {
     let g = graph(text);
     let p = preprocess(&g).expect("has a valid extraction");
-    let m = extract::by_name(method, &ExtractOptions { seed }).unwrap();
+    let m = extract::by_name(method, &opts(seed)).unwrap();
     extract::run(m.as_ref(), &g, &p).expect("extractor succeeds")
 }
 
@@ -107,7 +116,7 @@ fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
             "seed {seed}: {reduced_dag} vs {best_dag}"
         );
         for method in extract::METHODS {
-            let m = extract::by_name(method, &ExtractOptions { seed }).unwrap();
+            let m = extract::by_name(method, &opts(seed)).unwrap();
             let out = extract::run(m.as_ref(), &g, &problem).unwrap();
             out.extraction.check(&g).unwrap();
             assert!(out.dag_cost >= best_dag - 1e-9, "seed {seed} {method}");
@@ -130,7 +139,7 @@ fn negative_costs_still_give_valid_results() {
         let g = graph(&random_graph_json(1000 + seed, 3 + (seed as usize % 5), true));
         let Ok(problem) = preprocess(&g) else { continue };
         for method in extract::METHODS {
-            let m = extract::by_name(method, &ExtractOptions { seed }).unwrap();
+            let m = extract::by_name(method, &opts(seed)).unwrap();
             extract::run(m.as_ref(), &g, &problem)
                 .unwrap()
                 .extraction
@@ -146,7 +155,7 @@ fn larger_random_graphs_are_valid() {
         let g = graph(&random_graph_json(5000 + seed, 300, false));
         let Ok(problem) = preprocess(&g) else { continue };
         for method in extract::METHODS {
-            let m = extract::by_name(method, &ExtractOptions { seed }).unwrap();
+            let m = extract::by_name(method, &opts(seed)).unwrap();
             extract::run(m.as_ref(), &g, &problem).unwrap();
         }
     }
