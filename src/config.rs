@@ -18,9 +18,6 @@ pub fn parse_section<T: DeserializeOwned + Default>(text: &str, section: &str) -
     let table: toml::Table = toml::from_str(text).context("invalid TOML")?;
     match table.get(section) {
         None => Ok(T::default()),
-        Some(value) => value
-            .clone()
-            .try_into()
-            .with_context(|| format!("in table [{section}]")),
+        Some(value) => value.clone().try_into().with_context(|| format!("in table [{section}]")),
     }
 }

@@ -30,10 +30,7 @@ impl LinearCost {
     /// The node costs of `graph`, as a `[nodes, 1]` tensor on `device`.
     pub fn new(graph: &EGraph, device: &Device) -> Result<Self> {
         let costs = Tensor::from_vec(graph.costs().to_vec(), (graph.num_nodes(), 1), device)?;
-        Ok(LinearCost {
-            costs,
-            graph: graph.clone(),
-        })
+        Ok(LinearCost { costs, graph: graph.clone() })
     }
 }
 
@@ -42,9 +39,7 @@ impl CostModel for LinearCost {
         "linear".into()
     }
     fn expected(&self, node_prob: &Tensor) -> Result<Tensor> {
-        node_prob
-            .broadcast_mul(&self.costs.to_dtype(node_prob.dtype())?)?
-            .sum(0)
+        node_prob.broadcast_mul(&self.costs.to_dtype(node_prob.dtype())?)?.sum(0)
     }
     fn cost_of(&self, extraction: &Extraction) -> f64 {
         extraction.dag_cost(&self.graph).unwrap_or(f64::INFINITY)

@@ -10,9 +10,7 @@ pub fn parse(name: &str) -> Result<Device> {
         "cpu" => Ok(Device::Cpu),
         s if s == "cuda" || s.starts_with("cuda:") => {
             let ordinal: usize = match s.strip_prefix("cuda:") {
-                Some(n) => n
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("bad device {s:?}: expected cuda:N"))?,
+                Some(n) => n.parse().map_err(|_| anyhow::anyhow!("bad device {s:?}: expected cuda:N"))?,
                 None => 0,
             };
             if !cfg!(feature = "cuda") {

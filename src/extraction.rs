@@ -35,10 +35,7 @@ impl fmt::Display for Defect {
         match self {
             Defect::RootMissing(c) => write!(f, "root class {c:?} has no chosen node"),
             Defect::WrongClass { class, node } => {
-                write!(
-                    f,
-                    "class {class:?} chooses node {node:?}, which belongs to another class"
-                )
+                write!(f, "class {class:?} chooses node {node:?}, which belongs to another class")
             }
             Defect::ChildMissing { node, child_class } => {
                 write!(f, "node {node:?} needs class {child_class:?}, which has no chosen node")
@@ -53,9 +50,7 @@ impl std::error::Error for Defect {}
 impl Extraction {
     /// An extraction with no class picked.
     pub fn empty(num_classes: usize) -> Self {
-        Extraction {
-            choices: vec![None; num_classes],
-        }
+        Extraction { choices: vec![None; num_classes] }
     }
 
     /// The classes reachable from the roots through chosen nodes, children
@@ -68,10 +63,7 @@ impl Extraction {
         const DONE: u8 = 2;
         let nc = g.num_classes();
         if self.choices.len() != nc {
-            return Err(Defect::RootMissing(format!(
-                "(extraction has {} classes, e-graph {nc})",
-                self.choices.len()
-            )));
+            return Err(Defect::RootMissing(format!("(extraction has {} classes, e-graph {nc})", self.choices.len())));
         }
         let mut state = vec![NEW; nc];
         let mut order = Vec::new();
@@ -82,10 +74,7 @@ impl Extraction {
             }
             let node = self.choices[root as usize].ok_or_else(|| Defect::RootMissing(g.class_name(root).into()))?;
             if g.class_of(node) != root {
-                return Err(Defect::WrongClass {
-                    class: g.class_name(root).into(),
-                    node: g.node_name(node).into(),
-                });
+                return Err(Defect::WrongClass { class: g.class_name(root).into(), node: g.node_name(node).into() });
             }
             state[root as usize] = ON_PATH;
             frames.push((root, 0));
@@ -106,10 +95,8 @@ impl Extraction {
                     DONE => {}
                     ON_PATH => {
                         let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
-                        let mut path: Vec<String> = frames[from..]
-                            .iter()
-                            .map(|&(f, _)| g.class_name(f).to_string())
-                            .collect();
+                        let mut path: Vec<String> =
+                            frames[from..].iter().map(|&(f, _)| g.class_name(f).to_string()).collect();
                         path.push(g.class_name(k).to_string());
                         return Err(Defect::Cycle(path));
                     }
@@ -144,10 +131,7 @@ impl Extraction {
     /// with the defect when the extraction is invalid.
     pub fn dag_cost(&self, g: &EGraph) -> std::result::Result<f64, Defect> {
         let order = self.check(g)?;
-        Ok(order
-            .iter()
-            .map(|&c| g.cost(self.choices[c as usize].expect("checked")))
-            .sum())
+        Ok(order.iter().map(|&c| g.cost(self.choices[c as usize].expect("checked"))).sum())
     }
 
     /// Tree cost: a shared class counted once per use. Errors with the
@@ -179,12 +163,7 @@ impl Extraction {
         let mut entries: Vec<(String, String)> = self
             .check(g)?
             .into_iter()
-            .map(|c| {
-                (
-                    g.class_name(c).to_string(),
-                    g.node_name(self.choices[c as usize].expect("checked")).to_string(),
-                )
-            })
+            .map(|c| (g.class_name(c).to_string(), g.node_name(self.choices[c as usize].expect("checked")).to_string()))
             .collect();
         entries.sort();
         let mut map = Map::new();
@@ -217,9 +196,7 @@ impl Extraction {
         let map = match value.get("choices") {
             Some(Value::Object(m)) => m,
             Some(_) => bail!("\"choices\" is not an object"),
-            None => value
-                .as_object()
-                .ok_or_else(|| anyhow!("expected a JSON object of class id -> node id"))?,
+            None => value.as_object().ok_or_else(|| anyhow!("expected a JSON object of class id -> node id"))?,
         };
         let class_index: HashMap<&str, ClassIdx> =
             (0..g.num_classes() as ClassIdx).map(|c| (g.class_name(c), c)).collect();
@@ -231,9 +208,7 @@ impl Extraction {
                 Value::Number(n) => n.to_string(),
                 other => bail!("class {class:?}: node id must be a string, got {other}"),
             };
-            let c = *class_index
-                .get(class.as_str())
-                .ok_or_else(|| anyhow!("class {class:?} is not in the e-graph"))?;
+            let c = *class_index.get(class.as_str()).ok_or_else(|| anyhow!("class {class:?} is not in the e-graph"))?;
             let n = *node_index
                 .get(node.as_str())
                 .ok_or_else(|| anyhow!("class {class:?}: node {node:?} is not in the e-graph (or is subsumed)"))?;

@@ -54,10 +54,9 @@ fn finite_cost<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::E
     }
     let value = match Raw::deserialize(d)? {
         Raw::Number(x) => x,
-        Raw::Text(s) => s
-            .trim()
-            .parse::<f64>()
-            .map_err(|_| serde::de::Error::custom(format!("cost {s:?} is not a number")))?,
+        Raw::Text(s) => {
+            s.trim().parse::<f64>().map_err(|_| serde::de::Error::custom(format!("cost {s:?} is not a number")))?
+        }
     };
     if value.is_finite() {
         Ok(value)
@@ -145,10 +144,7 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
         let mut children = Vec::with_capacity(node.children.len());
         for child in &node.children {
             let c = match child {
-                RawId::Text(s) => node_class
-                    .get(s.as_str())
-                    .copied()
-                    .or_else(|| class_index.get(s).copied()),
+                RawId::Text(s) => node_class.get(s.as_str()).copied().or_else(|| class_index.get(s).copied()),
                 RawId::Int(i) => class_index.get(&i.to_string()).copied(),
             };
             match c {
@@ -161,24 +157,14 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
         }
         let class = node_class[id.as_str()];
         class_has_live_node[class as usize] = true;
-        specs.push(NodeSpec {
-            name: id.clone(),
-            op: node.op.clone(),
-            cost: node.cost,
-            class,
-            children,
-        });
+        specs.push(NodeSpec { name: id.clone(), op: node.op.clone(), cost: node.cost, class, children });
     }
     if specs.is_empty() {
         bail!("the e-graph has no nodes that are not subsumed");
     }
     for s in &specs {
         if let Some(&c) = s.children.iter().find(|&&c| !class_has_live_node[c as usize]) {
-            bail!(
-                "node {:?}: child class {:?} has only subsumed nodes",
-                s.name,
-                class_names[c as usize]
-            );
+            bail!("node {:?}: child class {:?} has only subsumed nodes", s.name, class_names[c as usize]);
         }
     }
     let roots: Vec<ClassIdx> = match raw.root_eclasses.as_deref() {

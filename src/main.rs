@@ -179,21 +179,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Extract {
-            method,
-            seed,
-            output,
-            run,
-            smoothe,
-            egraph,
-        } => {
+        Command::Extract { method, seed, output, run, smoothe, egraph } => {
             run.init_threads()?;
-            let options = ExtractOptions {
-                seed,
-                smoothe: smoothe.resolve()?,
-                device: run.device()?,
-                progress: !run.quiet,
-            };
+            let options =
+                ExtractOptions { seed, smoothe: smoothe.resolve()?, device: run.device()?, progress: !run.quiet };
             let graph = load::load_file(&egraph)?;
             let start = Instant::now();
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
@@ -202,9 +191,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let seconds = start.elapsed().as_secs_f64();
             let mut extra = outcome.details.clone();
             extra.insert("seed".into(), serde_json::json!(seed));
-            let result = outcome
-                .extraction
-                .result_json(&graph, &method, seconds, serde_json::Value::Object(extra))?;
+            let result = outcome.extraction.result_json(&graph, &method, seconds, serde_json::Value::Object(extra))?;
             write_json(output.as_deref(), &result)?;
             eprintln!(
                 "{method}: dag cost {}, {} classes, {:.3} s",
@@ -252,9 +239,7 @@ fn write_json(path: Option<&Path>, value: &serde_json::Value) -> Result<()> {
         Some(p) => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
         None => {
             use std::io::Write;
-            std::io::stdout()
-                .write_all(text.as_bytes())
-                .context("cannot write to stdout")
+            std::io::stdout().write_all(text.as_bytes()).context("cannot write to stdout")
         }
     }
 }

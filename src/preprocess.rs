@@ -131,13 +131,7 @@ pub fn preprocess(g: &EGraph) -> Result<Reduced> {
     let roots = g.roots().iter().map(|&r| class_map[r as usize]).collect();
     let graph = EGraph::new(class_names, specs, roots)?;
     let sccs = Sccs::new(&graph);
-    Ok(Reduced {
-        graph,
-        sccs,
-        stats,
-        origin,
-        num_original_classes: g.num_classes(),
-    })
+    Ok(Reduced { graph, sccs, stats, origin, num_original_classes: g.num_classes() })
 }
 
 /// Drops self-loop, underivable and unreachable nodes; errors when a root
@@ -184,10 +178,7 @@ fn prune(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Result<()> {
     }
     for &r in g.roots() {
         if !derivable_class[r as usize] {
-            bail!(
-                "no valid extraction exists: every choice for root class {:?} leads to a cycle",
-                g.class_name(r)
-            );
+            bail!("no valid extraction exists: every choice for root class {:?} leads to a cycle", g.class_name(r));
         }
     }
     for n in 0..nn {
@@ -266,10 +257,7 @@ fn merge_single_parent_classes(nc: usize, is_root: &[bool], w: &mut Work, stats:
         if p == m {
             continue; // cannot happen without a self-loop; be safe
         }
-        let pos = w.children[p]
-            .iter()
-            .position(|&k| k as usize == c)
-            .expect("edge holder has the child");
+        let pos = w.children[p].iter().position(|&k| k as usize == c).expect("edge holder has the child");
         let spliced = std::mem::take(&mut w.children[m]);
         w.children[p].splice(pos..pos + 1, spliced);
         w.cost[p] += w.cost[m];

@@ -45,12 +45,7 @@ pub fn info(g: &EGraph, problem: &Reduced) -> String {
     let _ = writeln!(s, "edges: {}", g.num_edges());
     let _ = writeln!(s, "roots: {}", g.roots().len());
     let _ = writeln!(s, "self-loop nodes: {self_loops}");
-    let _ = writeln!(
-        s,
-        "cyclic components: {} (sizes {})",
-        cyclic.len(),
-        summarize_sizes(&cyclic)
-    );
+    let _ = writeln!(s, "cyclic components: {} (sizes {})", cyclic.len(), summarize_sizes(&cyclic));
     let _ = writeln!(s, "depth (components, longest root-to-leaf chain): {}", depth(g, &sccs));
     let st = &problem.stats;
     let _ = writeln!(

@@ -108,11 +108,7 @@ impl Sccs {
             members.extend(comp);
             start.push(members.len() as u32);
         }
-        Sccs {
-            component_of,
-            start,
-            members,
-        }
+        Sccs { component_of, start, members }
     }
 
     /// Number of components.
@@ -130,10 +126,7 @@ impl Sccs {
     /// Sizes of the components with more than one class (the cyclic ones,
     /// given that self-loop nodes were removed), largest first.
     pub fn cyclic_sizes(&self) -> Vec<usize> {
-        let mut sizes: Vec<usize> = (0..self.len())
-            .map(|i| self.members(i).len())
-            .filter(|&s| s > 1)
-            .collect();
+        let mut sizes: Vec<usize> = (0..self.len()).map(|i| self.members(i).len()).filter(|&s| s > 1).collect();
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         sizes
     }

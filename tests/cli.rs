@@ -12,16 +12,8 @@ fn extract_writes_a_result_that_check_accepts() {
     let graph = shipped("esyn/mul3.json");
     for method in ["greedy", "dag-greedy", "random"] {
         let out = temp_file(&format!("mul3-{method}.json"), "");
-        let (code, stdout, stderr) = cli(&[
-            "extract",
-            "--method",
-            method,
-            "--seed",
-            "4",
-            "-o",
-            out.to_str().unwrap(),
-            &graph,
-        ]);
+        let (code, stdout, stderr) =
+            cli(&["extract", "--method", method, "--seed", "4", "-o", out.to_str().unwrap(), &graph]);
         assert_eq!(code, 0, "{stderr}");
         assert!(stdout.is_empty());
         assert!(stderr.starts_with(method) && stderr.contains("dag cost"), "{stderr}");
@@ -38,12 +30,7 @@ fn extract_writes_a_result_that_check_accepts() {
 #[test]
 fn check_accepts_a_bare_map_and_reports_defects() {
     let text = graph_json(
-        &[
-            ("r", "R", 1.0, &["a1"]),
-            ("a1", "A", 1.0, &["r"]),
-            ("a2", "A", 2.0, &[]),
-            ("z", "Z", 1.0, &[]),
-        ],
+        &[("r", "R", 1.0, &["a1"]), ("a1", "A", 1.0, &["r"]), ("a2", "A", 2.0, &[]), ("z", "Z", 1.0, &[])],
         &["R"],
     );
     let g = temp_file("small.json", &text);
@@ -90,12 +77,7 @@ fn info_reports_shape() {
 
 #[test]
 fn help_is_available_everywhere() {
-    for args in [
-        vec!["--help"],
-        vec!["extract", "--help"],
-        vec!["check", "--help"],
-        vec!["info", "--help"],
-    ] {
+    for args in [vec!["--help"], vec!["extract", "--help"], vec!["check", "--help"], vec!["info", "--help"]] {
         let (code, stdout, _) = cli(&args);
         assert_eq!(code, 0);
         assert!(stdout.contains("Usage"), "{stdout}");

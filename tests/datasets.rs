@@ -33,11 +33,7 @@ fn check_all(dir: &Path) -> usize {
             // The reduced graph's cost agrees with the original's.
             let reduced = p.from_original(&out.extraction).expect("maps onto the reduced graph");
             let reduced_cost = reduced.dag_cost(&p.graph).unwrap();
-            assert!(
-                (reduced_cost - out.dag_cost).abs() <= 1e-9 * out.dag_cost.abs().max(1.0),
-                "{}",
-                f.display()
-            );
+            assert!((reduced_cost - out.dag_cost).abs() <= 1e-9 * out.dag_cost.abs().max(1.0), "{}", f.display());
         }
     }
     files.len()

@@ -101,20 +101,14 @@ fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
         let problem = match preprocess(&g) {
             Ok(p) => p,
             Err(_) => {
-                assert!(
-                    exact.is_none(),
-                    "seed {seed}: preprocessing refused a graph with a valid extraction"
-                );
+                assert!(exact.is_none(), "seed {seed}: preprocessing refused a graph with a valid extraction");
                 continue;
             }
         };
         let (best_dag, best_tree) = exact.expect("preprocessing accepted, so a valid extraction exists");
         // The reduced graph keeps the optimum.
         let (reduced_dag, _) = brute_force(&problem.graph).expect("reduced graph has an extraction");
-        assert!(
-            (reduced_dag - best_dag).abs() < 1e-9,
-            "seed {seed}: {reduced_dag} vs {best_dag}"
-        );
+        assert!((reduced_dag - best_dag).abs() < 1e-9, "seed {seed}: {reduced_dag} vs {best_dag}");
         for method in extract::METHODS {
             let m = extract::by_name(method, &opts(seed)).unwrap();
             let out = extract::run(m.as_ref(), &g, &problem).unwrap();
@@ -122,10 +116,7 @@ fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
             assert!(out.dag_cost >= best_dag - 1e-9, "seed {seed} {method}");
             if *method == "greedy" {
                 let tree = out.extraction.tree_cost(&g).unwrap();
-                assert!(
-                    (tree - best_tree).abs() < 1e-9,
-                    "seed {seed}: greedy tree {tree} vs optimum {best_tree}"
-                );
+                assert!((tree - best_tree).abs() < 1e-9, "seed {seed}: greedy tree {tree} vs optimum {best_tree}");
             }
         }
         checked += 1;
@@ -140,11 +131,7 @@ fn negative_costs_still_give_valid_results() {
         let Ok(problem) = preprocess(&g) else { continue };
         for method in extract::METHODS {
             let m = extract::by_name(method, &opts(seed)).unwrap();
-            extract::run(m.as_ref(), &g, &problem)
-                .unwrap()
-                .extraction
-                .check(&g)
-                .unwrap();
+            extract::run(m.as_ref(), &g, &problem).unwrap().extraction.check(&g).unwrap();
         }
     }
 }

@@ -94,11 +94,7 @@ fn bad_inputs_exit_nonzero_without_panicking() {
             assert_ne!(code, 0, "{name} {cmd}");
             assert!(!stderr.contains("panicked"), "{name} {cmd}: {stderr}");
             assert!(stderr.contains(needle), "{name} {cmd}: {stderr:?} lacks {needle:?}");
-            assert_eq!(
-                stderr.trim().lines().count(),
-                1,
-                "{name} {cmd}: not one line: {stderr:?}"
-            );
+            assert_eq!(stderr.trim().lines().count(), 1, "{name} {cmd}: not one line: {stderr:?}");
         }
     }
     let (code, _, stderr) = cli(&["extract", "/nonexistent/graph.json"]);

@@ -12,10 +12,7 @@ use smoothe::relax::op::RelaxOp;
 use smoothe::relax::{Combine, Iteration, Relaxation};
 use std::sync::Arc;
 
-const TIGHT: Iteration = Iteration {
-    tolerance: 1e-14,
-    max_sweeps: 100_000,
-};
+const TIGHT: Iteration = Iteration { tolerance: 1e-14, max_sweeps: 100_000 };
 
 fn problems() -> Vec<(String, Reduced)> {
     let mut out = Vec::new();
@@ -30,23 +27,11 @@ fn problems() -> Vec<(String, Reduced)> {
     let mut nodes: Vec<(String, String, f64, Vec<String>)> = Vec::new();
     for i in 0..40 {
         nodes.push((format!("leaf{i}"), format!("C{i}"), 1.0 + i as f64, vec![]));
-        nodes.push((
-            format!("next{i}"),
-            format!("C{i}"),
-            0.5,
-            vec![format!("leaf{}", (i + 1) % 40)],
-        ));
-        nodes.push((
-            format!("back{i}"),
-            format!("C{i}"),
-            0.7,
-            vec![format!("leaf{}", (i + 39) % 40)],
-        ));
+        nodes.push((format!("next{i}"), format!("C{i}"), 0.5, vec![format!("leaf{}", (i + 1) % 40)]));
+        nodes.push((format!("back{i}"), format!("C{i}"), 0.7, vec![format!("leaf{}", (i + 39) % 40)]));
     }
-    let refs: Vec<(&str, &str, f64, Vec<&str>)> = nodes
-        .iter()
-        .map(|(a, b, c, d)| (a.as_str(), b.as_str(), *c, d.iter().map(|s| s.as_str()).collect()))
-        .collect();
+    let refs: Vec<(&str, &str, f64, Vec<&str>)> =
+        nodes.iter().map(|(a, b, c, d)| (a.as_str(), b.as_str(), *c, d.iter().map(|s| s.as_str()).collect())).collect();
     let refs2: Vec<(&str, &str, f64, &[&str])> = refs.iter().map(|(a, b, c, d)| (*a, *b, *c, d.as_slice())).collect();
     let ring = preprocess(&graph(&graph_json(&refs2, &["C0"]))).unwrap();
     assert_eq!(ring.sccs.cyclic_sizes(), vec![40]);
@@ -68,7 +53,7 @@ fn backward_matches_finite_differences() {
     let mut rng = StdRng::seed_from_u64(99);
     let width = 3;
     for (name, p) in problems() {
-        for combine in [Combine::Independent, Combine::Correlated, Combine::Hybrid] {
+        for combine in [Combine::Independent, Combine::Correlated, Combine::Hybrid, Combine::Mixed] {
             let relax = Relaxation::new(&p.graph, &p.sccs, combine, TIGHT);
             let nn = relax.num_nodes();
             let s: Vec<f64> = (0..nn * width).map(|_| rng.random_range(-2.0..2.0)).collect();
@@ -130,11 +115,8 @@ fn acyclic_graph_probabilities_are_exact() {
 
 #[test]
 fn candle_autograd_through_the_op_matches_finite_differences() {
-    let (_, p) = problems()
-        .into_iter()
-        .find(|(_, p)| !p.sccs.cyclic_sizes().is_empty())
-        .unwrap();
-    let relax = Arc::new(Relaxation::new(&p.graph, &p.sccs, Combine::Hybrid, TIGHT));
+    let (_, p) = problems().into_iter().find(|(_, p)| !p.sccs.cyclic_sizes().is_empty()).unwrap();
+    let relax = Arc::new(Relaxation::new(&p.graph, &p.sccs, Combine::Mixed, TIGHT));
     let nn = relax.num_nodes();
     let batch = 5;
     let dev = Device::Cpu;
@@ -151,27 +133,15 @@ fn candle_autograd_through_the_op_matches_finite_differences() {
     let var = Var::from_vec(s.clone(), (nn, batch), &dev).unwrap();
     let l = objective(var.as_tensor());
     let grads = l.backward().unwrap();
-    let grad: Vec<f64> = grads
-        .get(var.as_tensor())
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1()
-        .unwrap();
+    let grad: Vec<f64> = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
     let eps = 1e-6;
     for i in 0..nn * batch {
         let eval = |delta: f64| {
             let mut v = s.clone();
             v[i] += delta;
-            objective(&Tensor::from_vec(v, (nn, batch), &dev).unwrap())
-                .to_scalar::<f64>()
-                .unwrap()
+            objective(&Tensor::from_vec(v, (nn, batch), &dev).unwrap()).to_scalar::<f64>().unwrap()
         };
         let fd = (eval(eps) - eval(-eps)) / (2.0 * eps);
-        assert!(
-            (fd - grad[i]).abs() <= 1e-5 * fd.abs().max(1.0),
-            "score {i}: {} vs {fd}",
-            grad[i]
-        );
+        assert!((fd - grad[i]).abs() <= 1e-5 * fd.abs().max(1.0), "score {i}: {} vs {fd}", grad[i]);
     }
 }

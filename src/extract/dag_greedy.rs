@@ -57,11 +57,7 @@ impl Extractor for DagGreedy {
                 continue;
             }
             let candidate = if kids.is_empty() {
-                CostSet {
-                    members: vec![(c, g.cost(n))],
-                    total: g.cost(n),
-                    choice: n,
-                }
+                CostSet { members: vec![(c, g.cost(n))], total: g.cost(n), choice: n }
             } else {
                 if kids.len() == 1 && g.cost(n) + sets[kids[0] as usize].as_ref().expect("ready").total > best {
                     continue;
@@ -91,11 +87,7 @@ impl Extractor for DagGreedy {
                 }
                 members.push((c, g.cost(n)));
                 let total = members.iter().map(|&(_, cost)| cost).sum();
-                CostSet {
-                    members,
-                    total,
-                    choice: n,
-                }
+                CostSet { members, total, choice: n }
             };
             if candidate.total < best {
                 sets[c as usize] = Some(candidate);

@@ -22,13 +22,7 @@ impl Extractor for Greedy {
         let g = &problem.graph;
         let (all, _) = finalise_bottom_up(g, |n, values| {
             let tree = g.cost(n) + g.children(n).iter().map(|&k| values[k as usize]).sum::<f64>();
-            (
-                NodeKey {
-                    preferred: true,
-                    score: -tree,
-                },
-                tree,
-            )
+            (NodeKey { preferred: true, score: -tree }, tree)
         });
         all.restricted_to_reachable(g)
     }

@@ -10,7 +10,7 @@ mod greedy;
 mod random;
 mod smoothe;
 
-pub use bottom_up::{complete_acyclic, NodeKey};
+pub use bottom_up::{choice_cycles, complete_acyclic, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
 pub use random::RandomExtractor;
@@ -53,12 +53,7 @@ pub struct ExtractOptions {
 
 impl Default for ExtractOptions {
     fn default() -> Self {
-        ExtractOptions {
-            seed: 0,
-            smoothe: SmoothEConfig::default(),
-            device: candle_core::Device::Cpu,
-            progress: false,
-        }
+        ExtractOptions { seed: 0, smoothe: SmoothEConfig::default(), device: candle_core::Device::Cpu, progress: false }
     }
 }
 
@@ -108,10 +103,5 @@ pub fn run(extractor: &dyn Extractor, original: &EGraph, problem: &Reduced) -> R
     let dag_cost = extraction
         .dag_cost(original)
         .with_context(|| format!("{} result is invalid after mapping back (a bug)", extractor.name()))?;
-    Ok(Outcome {
-        extraction,
-        dag_cost,
-        seconds,
-        details,
-    })
+    Ok(Outcome { extraction, dag_cost, seconds, details })
 }

@@ -9,7 +9,7 @@
 //! extraction, cycles repaired) and the best is kept. It starts from the
 //! better of `greedy` and `dag-greedy`, so it never returns anything worse.
 
-use super::bottom_up::complete_acyclic;
+use super::bottom_up::{choice_cycles, complete_acyclic};
 use super::{DagGreedy, Extractor, Greedy};
 use crate::cost::{CostModel, LinearCost};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
@@ -100,7 +100,7 @@ pub struct SmoothEConfig {
 impl Default for SmoothEConfig {
     fn default() -> Self {
         SmoothEConfig {
-            combine: Combine::Independent,
+            combine: Combine::Mixed,
             optimizer: OptimizerKind::Adam,
             learning_rate: 0.05,
             steps: 2000,
@@ -154,34 +154,27 @@ struct Candidate {
 
 /// Decodes one seed: per class the highest-scoring node, completed into a
 /// valid extraction (cycles repaired by the best acyclic alternative).
-fn decode(g: &EGraph, scores: &[f64], width: usize, b: usize) -> (Extraction, bool) {
+/// Cycles met among the preferred choices are handed to the relaxation's
+/// penalty.
+fn decode(g: &EGraph, relax: &Relaxation, scores: &[f64], width: usize, b: usize) -> (Extraction, bool) {
     let score = |n: NodeIdx| scores[n as usize * width + b];
     let preferred: Vec<Option<NodeIdx>> = (0..g.num_classes() as ClassIdx)
-        .map(|c| {
-            g.class_nodes(c)
-                .iter()
-                .copied()
-                .max_by(|&x, &y| score(x).total_cmp(&score(y)).then(y.cmp(&x)))
-        })
+        .map(|c| g.class_nodes(c).iter().copied().max_by(|&x, &y| score(x).total_cmp(&score(y)).then(y.cmp(&x))))
         .collect();
     let ex = complete_acyclic(g, &preferred, score);
-    let had_cycle = ex
-        .choices
-        .iter()
-        .zip(&preferred)
-        .any(|(got, want)| got.is_some() && got != want);
+    let had_cycle = ex.choices.iter().zip(&preferred).any(|(got, want)| got.is_some() && got != want);
+    if had_cycle {
+        for cycle in choice_cycles(g, &preferred, 64) {
+            relax.remember_cycle(&cycle);
+        }
+    }
     (ex, had_cycle)
 }
 
 /// Parameters producing scores `[nodes, batch]`.
 enum Params {
     Logits(Var),
-    Embedding {
-        embeddings: Var,
-        head: Head,
-        bias: Tensor,
-        varmap: VarMap,
-    },
+    Embedding { embeddings: Var, head: Head, bias: Tensor, varmap: VarMap },
 }
 
 /// Linear -> LayerNorm -> ReLU -> Linear(1).
@@ -212,9 +205,7 @@ impl Params {
     fn scores(&self, nodes: usize, batch: usize) -> candle_core::Result<Tensor> {
         match self {
             Params::Logits(v) => Ok(v.as_tensor().clone()),
-            Params::Embedding {
-                embeddings, head, bias, ..
-            } => {
+            Params::Embedding { embeddings, head, bias, .. } => {
                 // embeddings [batch * nodes, dim] -> [batch, nodes] -> [nodes, batch]
                 let logits = head.forward(embeddings.as_tensor())?.reshape((batch, nodes))?.t()?;
                 logits + bias
@@ -271,11 +262,7 @@ impl SmoothE {
             .expect("two starts");
         let init_method = ["greedy", "dag-greedy"][init_idx];
         let init_cost = model.cost_of(init);
-        let mut best = Candidate {
-            extraction: init.clone(),
-            cost: init_cost,
-            had_cycle: false,
-        };
+        let mut best = Candidate { extraction: init.clone(), cost: init_cost, had_cycle: false };
         let mut trajectory = vec![(start.elapsed().as_secs_f64(), init_cost)];
         let mut seconds_to_best = start.elapsed().as_secs_f64();
         let scale = init_cost.abs().max(1e-9);
@@ -285,9 +272,13 @@ impl SmoothE {
         // Initial logits: a bonus on the starting extraction's nodes, plus
         // per-seed noise growing from none (seed 0) to init_noise.
         let mut init_logits = vec![0f32; nn * batch];
+        // The bonus grows with the class size so the starting extraction
+        // has the same probability (about 1 - e^-init_bias) in every class.
         for n in init.choices.iter().flatten() {
+            let size = g.class_nodes(g.class_of(*n)).len() as f64;
+            let bonus = (cfg.init_bias + size.ln()) as f32;
             for b in 0..batch {
-                init_logits[*n as usize * batch + b] = cfg.init_bias as f32;
+                init_logits[*n as usize * batch + b] = bonus;
             }
         }
         let bias = Tensor::from_vec(init_logits.clone(), (nn, batch), dev)?;
@@ -305,42 +296,25 @@ impl SmoothE {
                 let varmap = VarMap::new();
                 let vb = VarBuilder::from_varmap(&varmap, DType::F32, dev);
                 let head = Head::new(cfg.embedding_dim, vb)?;
-                let data: Vec<f32> = (0..batch * nn * cfg.embedding_dim)
-                    .map(|_| normal(&mut rng) as f32)
-                    .collect();
+                let data: Vec<f32> = (0..batch * nn * cfg.embedding_dim).map(|_| normal(&mut rng) as f32).collect();
                 let embeddings = Var::from_vec(data, (batch * nn, cfg.embedding_dim), dev)?;
-                Params::Embedding {
-                    embeddings,
-                    head,
-                    bias,
-                    varmap,
-                }
+                Params::Embedding { embeddings, head, bias, varmap }
             }
         };
         let mut opt = match cfg.optimizer {
-            OptimizerKind::Adam => Opt::Adam(Adam::new(
-                params.vars(),
-                ParamsAdam {
-                    lr: cfg.learning_rate,
-                    ..Default::default()
-                },
-            )?),
+            OptimizerKind::Adam => {
+                Opt::Adam(Adam::new(params.vars(), ParamsAdam { lr: cfg.learning_rate, ..Default::default() })?)
+            }
             OptimizerKind::Rmsprop => Opt::Rmsprop(RMSprop::new(
                 params.vars(),
-                ParamsRMSprop {
-                    lr: cfg.learning_rate,
-                    ..Default::default()
-                },
+                ParamsRMSprop { lr: cfg.learning_rate, ..Default::default() },
             )?),
         };
         let relax = Arc::new(Relaxation::new(
             g,
             &problem.sccs,
             cfg.combine,
-            Iteration {
-                tolerance: cfg.tolerance,
-                max_sweeps: cfg.max_sweeps,
-            },
+            Iteration { tolerance: cfg.tolerance, max_sweeps: cfg.max_sweeps },
         ));
         let chunks = rayon::current_num_threads();
         let bar = self.progress_bar(cfg);
@@ -363,13 +337,16 @@ impl SmoothE {
             if cfg.temperature != 1.0 {
                 scores = (scores / cfg.temperature)?;
             }
-            let out = RelaxOp::new(relax.clone(), chunks)
-                .apply(&scores.to_device(&Device::Cpu)?)?
-                .to_device(dev)?;
+            let out = RelaxOp::new(relax.clone(), chunks).apply(&scores.to_device(&Device::Cpu)?)?.to_device(dev)?;
             let probs = out.narrow(0, 0, nn)?;
             let penalty = out.narrow(0, nn, 1)?;
             let cost = model.expected(&probs)?;
             let loss = ((cost.sum_all()? / scale)? + (penalty.sum_all()? * penalty_weight)?)?;
+            if std::env::var("SMOOTHE_DEBUG").is_ok() && step % 20 == 0 {
+                let c: Vec<f32> = cost.to_dtype(DType::F32)?.to_vec1()?;
+                let p: Vec<f32> = penalty.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
+                eprintln!("step {step} lambda {penalty_weight:.3e} cost/scale {:?} penalty {:?}", c.iter().map(|x| (*x as f64 / scale * 1000.0).round() / 1000.0).collect::<Vec<_>>(), p.iter().map(|x| (*x * 1000.0).round() / 1000.0).collect::<Vec<_>>());
+            }
             let grads = loss.backward()?;
             opt.step(&grads)?;
             steps_done = step + 1;
@@ -381,13 +358,9 @@ impl SmoothE {
                 let candidates: Vec<Candidate> = (0..batch)
                     .into_par_iter()
                     .map(|b| {
-                        let (extraction, had_cycle) = decode(g, &scores_now, batch, b);
+                        let (extraction, had_cycle) = decode(g, &relax, &scores_now, batch, b);
                         let cost = model.cost_of(&extraction);
-                        Candidate {
-                            extraction,
-                            cost,
-                            had_cycle,
-                        }
+                        Candidate { extraction, cost, had_cycle }
                     })
                     .collect();
                 let any_cycle = candidates.iter().any(|c| c.had_cycle);
@@ -430,12 +403,10 @@ impl SmoothE {
         details.insert("model".into(), json!(model.name()));
         details.insert("steps".into(), json!(steps_done));
         details.insert("batch".into(), json!(batch));
-        details.insert(
-            "ms_per_step".into(),
-            json!(1000.0 * step_seconds / steps_done.max(1) as f64),
-        );
+        details.insert("ms_per_step".into(), json!(1000.0 * step_seconds / steps_done.max(1) as f64));
         details.insert("seconds_to_best".into(), json!(seconds_to_best));
         details.insert("decodes_with_cycles".into(), json!(cycles_seen));
+        details.insert("cycles_in_penalty".into(), json!(relax.met_cycle_count()));
         details.insert("trajectory".into(), json!(trajectory));
         details.insert("config".into(), serde_json::to_value(cfg).context("config to JSON")?);
         Ok((best.extraction, details))

@@ -6,9 +6,7 @@
 /// scaled 1-norm is at most 0.5 (relative error far below 1e-12 there).
 pub fn expm(a: &[f64], d: usize) -> Vec<f64> {
     assert_eq!(a.len(), d * d, "expm: matrix is not d x d");
-    let norm = (0..d)
-        .map(|j| (0..d).map(|i| a[i * d + j].abs()).sum::<f64>())
-        .fold(0.0, f64::max);
+    let norm = (0..d).map(|j| (0..d).map(|i| a[i * d + j].abs()).sum::<f64>()).fold(0.0, f64::max);
     let mut s = 0;
     while norm / f64::powi(2.0, s) > 0.5 && s < 60 {
         s += 1;
@@ -16,15 +14,7 @@ pub fn expm(a: &[f64], d: usize) -> Vec<f64> {
     let scale = f64::powi(2.0, -s);
     let x: Vec<f64> = a.iter().map(|v| v * scale).collect();
     // Padé(6,6) coefficients: c_k = (12-k)! 6! / (12! k! (6-k)!).
-    const C: [f64; 7] = [
-        1.0,
-        0.5,
-        5.0 / 44.0,
-        1.0 / 66.0,
-        1.0 / 792.0,
-        1.0 / 15840.0,
-        1.0 / 665280.0,
-    ];
+    const C: [f64; 7] = [1.0, 0.5, 5.0 / 44.0, 1.0 / 66.0, 1.0 / 792.0, 1.0 / 15840.0, 1.0 / 665280.0];
     let mut num = identity(d);
     let mut den = identity(d);
     let mut power = identity(d);
@@ -75,9 +65,7 @@ pub fn matmul(a: &[f64], b: &[f64], d: usize) -> Vec<f64> {
 /// norms used here.
 fn solve(mut a: Vec<f64>, mut b: Vec<f64>, d: usize) -> Vec<f64> {
     for col in 0..d {
-        let pivot = (col..d)
-            .max_by(|&i, &j| a[i * d + col].abs().total_cmp(&a[j * d + col].abs()))
-            .unwrap_or(col);
+        let pivot = (col..d).max_by(|&i, &j| a[i * d + col].abs().total_cmp(&a[j * d + col].abs())).unwrap_or(col);
         if pivot != col {
             for j in 0..d {
                 a.swap(pivot * d + j, col * d + j);
@@ -147,10 +135,7 @@ mod tests {
                 let a: Vec<f64> = (0..d * d).map(|_| next() * scale).collect();
                 let (p, t) = (expm(&a, d), taylor(&a, d));
                 for (x, y) in p.iter().zip(&t) {
-                    assert!(
-                        (x - y).abs() <= 1e-10 * y.abs().max(1.0),
-                        "d={d} scale={scale}: {x} vs {y}"
-                    );
+                    assert!((x - y).abs() <= 1e-10 * y.abs().max(1.0), "d={d} scale={scale}: {x} vs {y}");
                 }
             }
         }

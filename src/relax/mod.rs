@@ -16,9 +16,12 @@
 //! cyclic component, `A` holding the edge probabilities `t` between its
 //! classes; it is zero exactly when the weighted component has no cycle.
 //! Two-class components use the product of their two edge weights; up to
-//! [`DENSE_PENALTY_MAX`] classes the exponential is exact (Padé); larger
-//! components use the length-2 term of the series (every 2-cycle), which
-//! keeps the cost linear in the number of edges.
+//! [`DENSE_PENALTY_MAX`] classes the exponential is exact (Padé). Larger
+//! components would cost cubic time per seed, so they get the terms of the
+//! series that matter in practice, each exact and cheap: every 2-cycle, plus
+//! the product of edge probabilities of each longer cycle that decoding has
+//! actually met (handed in with [`Relaxation::remember_cycle`], like lazy
+//! cycle constraints in an ILP).
 //!
 //! Buffers are node-major: value `(i, b)` of a `[rows, width]` buffer is at
 //! `i * width + b`. All arithmetic is `f64`.
@@ -43,6 +46,70 @@ pub enum Combine {
     Correlated,
     /// The mean of the two.
     Hybrid,
+    /// Seeds take turns: independent, correlated, hybrid, independent, ...
+    /// (which rule suits a graph varies by suite; a batch can try all).
+    Mixed,
+}
+
+impl Combine {
+    /// Weights of the independent and correlated rules for batch column `b`.
+    pub fn weights(self, b: usize) -> (f64, f64) {
+        match self {
+            Combine::Independent => (1.0, 0.0),
+            Combine::Correlated => (0.0, 1.0),
+            Combine::Hybrid => (0.5, 0.5),
+            Combine::Mixed => [Combine::Independent, Combine::Correlated, Combine::Hybrid][b % 3].weights(b),
+        }
+    }
+}
+
+/// Order in which to sweep the classes of cyclic component `comp`:
+/// breadth-first from its entry classes (roots, or classes with an edge
+/// from outside) along its internal edges, so one Gauss-Seidel sweep
+/// carries inflow across the component and only back edges need more.
+fn sweep_order(
+    members: &[ClassIdx],
+    comp: usize,
+    sccs: &Sccs,
+    is_root: &[bool],
+    children: impl Fn(ClassIdx) -> Vec<ClassIdx>,
+    has_outside_parent: impl Fn(ClassIdx) -> bool,
+) -> Vec<ClassIdx> {
+    let mut seen: std::collections::HashSet<ClassIdx> = std::collections::HashSet::new();
+    let mut order = Vec::with_capacity(members.len());
+    let mut queue = std::collections::VecDeque::new();
+    for &c in members {
+        if is_root[c as usize] || has_outside_parent(c) {
+            seen.insert(c);
+            queue.push_back(c);
+        }
+    }
+    loop {
+        while let Some(c) = queue.pop_front() {
+            order.push(c);
+            for k in children(c) {
+                if sccs.component_of[k as usize] as usize == comp && seen.insert(k) {
+                    queue.push_back(k);
+                }
+            }
+        }
+        // Unreachable members (possible only without entries): any order.
+        match members.iter().find(|c| !seen.contains(c)) {
+            Some(&c) => {
+                seen.insert(c);
+                queue.push_back(c);
+            }
+            None => break,
+        }
+    }
+    order
+}
+
+/// Per-call scratch space and per-column rule weights.
+struct Scratch {
+    t: Vec<f64>,
+    wi: Vec<f64>,
+    wc: Vec<f64>,
 }
 
 /// Fixed-point iteration settings for cyclic components.
@@ -56,10 +123,7 @@ pub struct Iteration {
 
 impl Default for Iteration {
     fn default() -> Self {
-        Iteration {
-            tolerance: 1e-7,
-            max_sweeps: 100,
-        }
+        Iteration { tolerance: 1e-7, max_sweeps: 100 }
     }
 }
 
@@ -81,7 +145,7 @@ struct Component {
 }
 
 /// The graph structure of the relaxation, built once per e-graph.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Relaxation {
     num_nodes: usize,
     num_classes: usize,
@@ -98,9 +162,21 @@ pub struct Relaxation {
     out_start: Vec<u32>,
     out_edges: Vec<u32>,
     components: Vec<Component>,
+    component_of: Vec<u32>,
     combine: Combine,
     iteration: Iteration,
+    /// Cycles met by decoding in large components, as class-edge lists.
+    met_cycles: std::sync::RwLock<MetCycles>,
 }
+
+#[derive(Debug, Default)]
+struct MetCycles {
+    cycles: Vec<Vec<u32>>,
+    seen: std::collections::HashSet<Vec<u32>>,
+}
+
+/// At most this many met cycles are remembered.
+pub const MAX_MET_CYCLES: usize = 20_000;
 
 /// Everything the backward pass needs from a forward pass.
 #[derive(Debug, Clone)]
@@ -179,20 +255,14 @@ impl Relaxation {
                     .filter(|&e| sccs.component_of[edge_parent[e as usize] as usize] as usize == i)
                     .collect();
                 let find = |p: ClassIdx, c: ClassIdx| {
-                    internal
-                        .iter()
-                        .copied()
-                        .find(|&e| edge_parent[e as usize] == p && edge_child[e as usize] == c)
+                    internal.iter().copied().find(|&e| edge_parent[e as usize] == p && edge_child[e as usize] == c)
                 };
                 if classes.len() == 2 {
                     let a = find(classes[0], classes[1]).expect("2-class component has both edges");
                     let b = find(classes[1], classes[0]).expect("2-class component has both edges");
                     Penalty::Pair(a, b)
                 } else if classes.len() <= DENSE_PENALTY_MAX {
-                    Penalty::Dense {
-                        classes: classes.clone(),
-                        edges: internal,
-                    }
+                    Penalty::Dense { classes: classes.clone(), edges: internal }
                 } else {
                     let mut by_pair: std::collections::HashMap<(ClassIdx, ClassIdx), u32> =
                         std::collections::HashMap::new();
@@ -211,11 +281,23 @@ impl Relaxation {
                     Penalty::TwoCycles(cycles)
                 }
             });
-            components.push(Component {
-                classes,
-                cyclic,
-                penalty,
-            });
+            let classes = if cyclic {
+                let children = |c: ClassIdx| -> Vec<ClassIdx> {
+                    out_edges[out_start[c as usize] as usize..out_start[c as usize + 1] as usize]
+                        .iter()
+                        .map(|&e| edge_child[e as usize])
+                        .collect()
+                };
+                let has_outside_parent = |c: ClassIdx| {
+                    in_edges[in_start[c as usize] as usize..in_start[c as usize + 1] as usize]
+                        .iter()
+                        .any(|&e| sccs.component_of[edge_parent[e as usize] as usize] as usize != i)
+                };
+                sweep_order(&classes, i, sccs, &is_root, children, has_outside_parent)
+            } else {
+                classes
+            };
+            components.push(Component { classes, cyclic, penalty });
         }
         Relaxation {
             num_nodes: nn,
@@ -233,9 +315,49 @@ impl Relaxation {
             out_start,
             out_edges,
             components,
+            component_of: sccs.component_of.clone(),
             combine,
             iteration,
+            met_cycles: Default::default(),
         }
+    }
+
+    /// Adds the cycle through `classes` (in order, closing back to the
+    /// first) to the penalty, if it lies in a component too large for the
+    /// exact penalty and is not known yet. Returns whether it was added.
+    pub fn remember_cycle(&self, classes: &[ClassIdx]) -> bool {
+        if classes.len() < 3 {
+            return false; // 2-cycles are always in the penalty
+        }
+        let comp = |c: ClassIdx| self.component_of[c as usize];
+        let first = comp(classes[0]);
+        if classes.iter().any(|&c| comp(c) != first)
+            || self.components[first as usize].classes.len() <= DENSE_PENALTY_MAX
+        {
+            return false;
+        }
+        let mut edges = Vec::with_capacity(classes.len());
+        for (i, &p) in classes.iter().enumerate() {
+            let c = classes[(i + 1) % classes.len()];
+            match self.out_edges(p as usize).iter().find(|&&e| self.edge_child[e as usize] == c) {
+                Some(&e) => edges.push(e),
+                None => return false,
+            }
+        }
+        // Canonical rotation so the same cycle is stored once.
+        let start = (0..edges.len()).min_by_key(|&i| edges[i]).unwrap_or(0);
+        edges.rotate_left(start);
+        let Ok(mut met) = self.met_cycles.write() else { return false };
+        if met.cycles.len() >= MAX_MET_CYCLES || !met.seen.insert(edges.clone()) {
+            return false;
+        }
+        met.cycles.push(edges);
+        true
+    }
+
+    /// Number of cycles remembered by [`Relaxation::remember_cycle`].
+    pub fn met_cycle_count(&self) -> usize {
+        self.met_cycles.read().map_or(0, |m| m.cycles.len())
     }
 
     /// Number of nodes (rows of the score and probability buffers).
@@ -262,6 +384,13 @@ impl Relaxation {
 
     /// Runs the forward pass on scores `[nodes, width]`.
     pub fn forward(&self, scores: &[f64], width: usize) -> Forward {
+        self.forward_columns(scores, width, 0)
+    }
+
+    /// Like [`Relaxation::forward`], for columns `first_column..` of a
+    /// larger batch (this decides each column's rule under
+    /// [`Combine::Mixed`]).
+    pub fn forward_columns(&self, scores: &[f64], width: usize, first_column: usize) -> Forward {
         let (nn, nc, ne, w_) = (self.num_nodes, self.num_classes, self.num_edges(), width);
         assert_eq!(scores.len(), nn * w_, "scores must be [nodes, width]");
         let mut q = vec![0.0; nn * w_];
@@ -304,13 +433,16 @@ impl Relaxation {
         }
         let mut class_prob = vec![0.0; nc * w_];
         let mut dfdt = vec![0.0; ne * w_];
-        let mut scratch = Vec::new();
+        let (wi, wc) = (0..w_).map(|b| self.combine.weights(first_column + b)).unzip();
+        let mut scratch = Scratch { t: Vec::new(), wi, wc };
         let mut probe = vec![0.0; w_];
         let mut sweeps = 0;
         for comp in &self.components {
             if !comp.cyclic {
+                // Parents are final: value and local derivatives in one pass.
                 let c = comp.classes[0] as usize;
-                self.update_class(c, &w, &mut class_prob, &mut probe, &mut scratch, w_);
+                self.update_class_into(c, &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
+                class_prob[c * w_..(c + 1) * w_].copy_from_slice(&probe);
                 continue;
             }
             for &c in &comp.classes {
@@ -329,10 +461,10 @@ impl Relaxation {
                 }
             }
             sweeps = sweeps.max(n_sweeps);
-        }
-        // Local derivatives dP(c)/dt_e at the final probabilities.
-        for c in 0..nc {
-            self.update_class_into(c, &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
+            // Local derivatives dP(c)/dt_e at the final probabilities.
+            for &c in &comp.classes {
+                self.update_class_into(c as usize, &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
+            }
         }
         let mut node_prob = vec![0.0; nn * w_];
         for n in 0..nn {
@@ -342,17 +474,7 @@ impl Relaxation {
             }
         }
         let (penalty, dhdt) = self.penalty(&w, &class_prob, w_);
-        Forward {
-            width,
-            q,
-            class_prob,
-            node_prob,
-            penalty,
-            sweeps,
-            w,
-            dfdt,
-            dhdt,
-        }
+        Forward { width, q, class_prob, node_prob, penalty, sweeps, w, dfdt, dhdt }
     }
 
     /// Recomputes `P(c)` in place from its incoming edges; returns the
@@ -363,7 +485,7 @@ impl Relaxation {
         w: &[f64],
         class_prob: &mut [f64],
         out: &mut [f64],
-        scratch: &mut Vec<f64>,
+        scratch: &mut Scratch,
         width: usize,
     ) -> f64 {
         self.update_class_into(c, w, class_prob, out, None, scratch, width);
@@ -387,7 +509,7 @@ impl Relaxation {
         class_prob: &[f64],
         out: &mut [f64],
         dfdt: Option<&mut [f64]>,
-        scratch: &mut Vec<f64>,
+        scratch: &mut Scratch,
         width: usize,
     ) {
         let edges = self.in_edges(c);
@@ -402,6 +524,7 @@ impl Relaxation {
         }
         let k = edges.len();
         // t values, [k, width].
+        let Scratch { t: scratch, wi, wc } = scratch;
         scratch.clear();
         scratch.resize(k * width, 0.0);
         for (i, &e) in edges.iter().enumerate() {
@@ -411,11 +534,6 @@ impl Relaxation {
             }
         }
         let t = &scratch[..];
-        let (wi, wc) = match self.combine {
-            Combine::Independent => (1.0, 0.0),
-            Combine::Correlated => (0.0, 1.0),
-            Combine::Hybrid => (0.5, 0.5),
-        };
         out.fill(0.0);
         let mut dfdt = dfdt;
         if let Some(d) = dfdt.as_deref_mut() {
@@ -423,14 +541,14 @@ impl Relaxation {
                 d[e as usize * width..(e as usize + 1) * width].fill(0.0);
             }
         }
-        if wi > 0.0 {
+        if wi.iter().any(|&x| x > 0.0) {
             // 1 - prod(1 - t); derivative prod over the others, by prefix and suffix products.
             for b in 0..width {
                 let mut prod = 1.0;
                 for i in 0..k {
                     prod *= 1.0 - t[i * width + b];
                 }
-                out[b] += wi * (1.0 - prod);
+                out[b] += wi[b] * (1.0 - prod);
             }
             if let Some(d) = dfdt.as_deref_mut() {
                 for b in 0..width {
@@ -441,23 +559,26 @@ impl Relaxation {
                     }
                     let mut suffix = 1.0;
                     for (i, &e) in edges.iter().enumerate().rev() {
-                        d[e as usize * width + b] *= suffix * wi;
+                        d[e as usize * width + b] *= suffix * wi[b];
                         suffix *= 1.0 - t[i * width + b];
                     }
                 }
             }
         }
-        if wc > 0.0 {
+        if wc.iter().any(|&x| x > 0.0) {
             for b in 0..width {
+                if wc[b] == 0.0 {
+                    continue;
+                }
                 let mut best = 0;
                 for i in 1..k {
                     if t[i * width + b] > t[best * width + b] {
                         best = i;
                     }
                 }
-                out[b] += wc * t[best * width + b];
+                out[b] += wc[b] * t[best * width + b];
                 if let Some(d) = dfdt.as_deref_mut() {
-                    d[edges[best] as usize * width + b] += wc;
+                    d[edges[best] as usize * width + b] += wc[b];
                 }
             }
         }
@@ -508,6 +629,26 @@ impl Relaxation {
                             let (i, j) = (local(self.edge_parent[e as usize]), local(self.edge_child[e as usize]));
                             dhdt[e as usize * width + b] = ex[j * d + i];
                         }
+                    }
+                }
+            }
+        }
+        if let Ok(met) = self.met_cycles.read() {
+            let mut prefix = Vec::new();
+            for cycle in &met.cycles {
+                for b in 0..width {
+                    // product of t over the cycle; derivative by prefix/suffix products
+                    prefix.clear();
+                    let mut acc = 1.0;
+                    for &e in cycle {
+                        prefix.push(acc);
+                        acc *= t(e, b);
+                    }
+                    h[b] += acc;
+                    let mut suffix = 1.0;
+                    for (i, &e) in cycle.iter().enumerate().rev() {
+                        dhdt[e as usize * width + b] += prefix[i] * suffix;
+                        suffix *= t(e, b);
                     }
                 }
             }
@@ -563,13 +704,14 @@ impl Relaxation {
                 adj[c * w_..(c + 1) * w_].copy_from_slice(&row);
                 continue;
             }
-            // Gauss-Seidel on a = direct + J^T a, everything outside fixed.
-            let members = &comp.classes;
+            // Gauss-Seidel on a = direct + J^T a, everything outside fixed,
+            // against the forward sweep order (adjoints flow child to parent).
+            let members: Vec<ClassIdx> = comp.classes.iter().rev().copied().collect();
             let mut sweeps = 0;
             loop {
                 sweeps += 1;
                 let mut change = 0.0f64;
-                for &c in members {
+                for &c in &members {
                     let c = c as usize;
                     accumulate(c, &adj, &mut row);
                     for b in 0..w_ {

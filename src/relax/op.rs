@@ -22,11 +22,7 @@ impl RelaxOp {
     /// A new op over `relax`, splitting the batch into at most `chunks`
     /// parallel pieces.
     pub fn new(relax: Arc<Relaxation>, chunks: usize) -> Self {
-        RelaxOp {
-            relax,
-            chunks: chunks.max(1),
-            state: Mutex::new(None),
-        }
+        RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None) }
     }
 
     /// Applies the op to `scores` (`[nodes, batch]`, f32 or f64, CPU).
@@ -84,7 +80,7 @@ impl CustomOp1 for RelaxOp {
         let ranges = self.ranges(batch);
         let forwards: Vec<Forward> = ranges
             .par_iter()
-            .map(|r| self.relax.forward(&gather(&scores, nn, batch, r), r.len()))
+            .map(|r| self.relax.forward_columns(&gather(&scores, nn, batch, r), r.len(), r.start))
             .collect();
         let mut out = vec![0.0; (nn + 1) * batch];
         for (f, r) in forwards.iter().zip(&ranges) {
@@ -94,22 +90,14 @@ impl CustomOp1 for RelaxOp {
             }
             out[nn * batch + r.start..nn * batch + r.end].copy_from_slice(&f.penalty);
         }
-        *self
-            .state
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))? = Some(forwards);
+        *self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))? = Some(forwards);
         Ok((from_f64(out, storage.dtype())?, Shape::from((nn + 1, batch))))
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
         let (nn, batch) = arg.dims2()?;
-        let guard = self
-            .state
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
-        let forwards = guard
-            .as_ref()
-            .ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
+        let guard = self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
+        let forwards = guard.as_ref().ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
         let grad: Vec<f64> = grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
         let ranges = self.ranges(batch);
         let parts: Vec<Vec<f64>> = forwards

@@ -11,10 +11,7 @@ use smoothe::extraction::Extraction;
 pub fn graph_json(nodes: &[(&str, &str, f64, &[&str])], roots: &[&str]) -> String {
     let mut map = Map::new();
     for (id, class, cost, children) in nodes {
-        map.insert(
-            id.to_string(),
-            json!({"op": id, "eclass": class, "cost": cost, "children": children}),
-        );
+        map.insert(id.to_string(), json!({"op": id, "eclass": class, "cost": cost, "children": children}));
     }
     json!({"nodes": map, "root_eclasses": roots}).to_string()
 }
@@ -34,11 +31,7 @@ pub fn random_graph_json(seed: u64, classes: usize, negative_costs: bool) -> Str
     for c in 0..classes {
         let count = rng.random_range(1..=3);
         for i in 0..count {
-            let kids = if rng.random_bool(0.35) {
-                0
-            } else {
-                rng.random_range(1..=3)
-            };
+            let kids = if rng.random_bool(0.35) { 0 } else { rng.random_range(1..=3) };
             let children = (0..kids)
                 .map(|_| {
                     let k = if c + 1 < classes && rng.random_bool(0.8) {
@@ -49,20 +42,13 @@ pub fn random_graph_json(seed: u64, classes: usize, negative_costs: bool) -> Str
                     format!("n{k}_0")
                 })
                 .collect();
-            let cost = if negative_costs {
-                rng.random_range(-5..=10) as f64
-            } else {
-                rng.random_range(0..=10) as f64
-            };
+            let cost = if negative_costs { rng.random_range(-5..=10) as f64 } else { rng.random_range(0..=10) as f64 };
             nodes.push((format!("n{c}_{i}"), format!("c{c}"), cost, children));
         }
     }
     let mut map = Map::new();
     for (id, class, cost, children) in nodes {
-        map.insert(
-            id,
-            json!({"op": "f", "eclass": class, "cost": cost, "children": children}),
-        );
+        map.insert(id, json!({"op": "f", "eclass": class, "cost": cost, "children": children}));
     }
     json!({"nodes": map, "root_eclasses": ["c0"]}).to_string()
 }
@@ -74,9 +60,7 @@ pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
     let mut idx = vec![0usize; nc];
     let mut best: Option<(f64, f64)> = None;
     loop {
-        let ex = Extraction {
-            choices: (0..nc).map(|c| g.class_nodes(c as u32).get(idx[c]).copied()).collect(),
-        };
+        let ex = Extraction { choices: (0..nc).map(|c| g.class_nodes(c as u32).get(idx[c]).copied()).collect() };
         if let (Ok(d), Ok(t)) = (ex.dag_cost(g), ex.tree_cost(g)) {
             best = Some(match best {
                 None => (d, t),
@@ -100,10 +84,7 @@ pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
 
 /// Runs the CLI binary, returning (exit code, stdout, stderr).
 pub fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe"))
-        .args(args)
-        .output()
-        .expect("binary runs");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe")).args(args).output().expect("binary runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
