@@ -86,9 +86,12 @@ struct SmoothEArgs {
     /// Most optimisation steps.
     #[arg(long)]
     steps: Option<usize>,
-    /// Stop after this many steps without improvement.
+    /// Restart (or stop) after this many steps without improvement.
     #[arg(long)]
     patience: Option<usize>,
+    /// Restarts around the best so far after a plateau.
+    #[arg(long)]
+    restarts: Option<usize>,
     /// Wall-clock limit in seconds (0: none).
     #[arg(long)]
     time_limit: Option<f64>,
@@ -122,6 +125,9 @@ struct SmoothEArgs {
     /// Initial logit noise of the last seed.
     #[arg(long)]
     init_noise: Option<f64>,
+    /// Passes of single-class-switch polishing at the end (0: none).
+    #[arg(long)]
+    polish_passes: Option<usize>,
     /// Fixed-point tolerance in cyclic components.
     #[arg(long)]
     tolerance: Option<f64>,
@@ -140,11 +146,11 @@ impl SmoothEArgs {
             ($($flag:ident => $field:ident),*) => { $( if let Some(v) = self.$flag { c.$field = v; } )* };
         }
         set!(combine => combine, optimizer => optimizer, lr => learning_rate, steps => steps,
-             patience => patience, time_limit => time_limit, batch => batch,
+             patience => patience, restarts => restarts, time_limit => time_limit, batch => batch,
              parameterisation => parameterisation, embedding_dim => embedding_dim,
              temperature => temperature, gumbel => gumbel, decode_every => decode_every,
              penalty_weight => penalty_weight, penalty_growth => penalty_growth,
-             init_bias => init_bias, init_noise => init_noise, tolerance => tolerance,
+             init_bias => init_bias, init_noise => init_noise, tolerance => tolerance, polish_passes => polish_passes,
              max_sweeps => max_sweeps);
         Ok(c)
     }

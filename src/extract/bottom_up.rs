@@ -103,11 +103,18 @@ pub fn finalise_bottom_up(
 /// `preferred[c]` is the preferred node of class `c` (if any); `score(n)`
 /// ranks alternatives (larger is better).
 pub fn complete_acyclic(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
-    let (all, _) = finalise_bottom_up(g, |n, _| {
+    let all = complete_all(g, preferred, score);
+    all.restricted_to_reachable(g).unwrap_or(all)
+}
+
+/// Like [`complete_acyclic`], but keeps a choice for every class that has
+/// an acyclic one, reachable from the roots or not.
+pub fn complete_all(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
+    finalise_bottom_up(g, |n, _| {
         let c = g.class_of(n) as usize;
         (NodeKey { preferred: preferred[c] == Some(n), score: score(n) }, 0.0)
-    });
-    all.restricted_to_reachable(g).unwrap_or(all)
+    })
+    .0
 }
 
 /// Cycles among the preferred choices reachable from the roots: a
@@ -138,11 +145,9 @@ pub fn choice_cycles(g: &EGraph, preferred: &[Option<NodeIdx>], limit: usize) ->
             }
             let k = kids[pos];
             match state[k as usize] {
-                ON_PATH => {
-                    if cycles.len() < limit {
-                        let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
-                        cycles.push(frames[from..].iter().map(|&(f, _)| f).collect());
-                    }
+                ON_PATH if cycles.len() < limit => {
+                    let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
+                    cycles.push(frames[from..].iter().map(|&(f, _)| f).collect());
                 }
                 NEW if preferred[k as usize].is_some() => {
                     state[k as usize] = ON_PATH;

@@ -7,6 +7,7 @@
 mod bottom_up;
 mod dag_greedy;
 mod greedy;
+pub mod local_search;
 mod random;
 mod smoothe;
 

@@ -9,8 +9,8 @@
 //! extraction, cycles repaired) and the best is kept. It starts from the
 //! better of `greedy` and `dag-greedy`, so it never returns anything worse.
 
-use super::bottom_up::{choice_cycles, complete_acyclic};
-use super::{DagGreedy, Extractor, Greedy};
+use super::bottom_up::{choice_cycles, complete_acyclic, complete_all};
+use super::{local_search, DagGreedy, Extractor, Greedy};
 use crate::cost::{CostModel, LinearCost};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extraction::Extraction;
@@ -66,8 +66,11 @@ pub struct SmoothEConfig {
     pub learning_rate: f64,
     /// Most optimisation steps.
     pub steps: usize,
-    /// Stop after this many steps without a better decoded extraction.
+    /// Restart (or stop, when restarts are used up) after this many steps
+    /// without a better decoded extraction.
     pub patience: usize,
+    /// Restarts around the best extraction so far after a plateau.
+    pub restarts: usize,
     /// Wall-clock limit in seconds for the optimisation (0: none).
     pub time_limit: f64,
     /// Seeds optimised together (0: chosen from the graph size).
@@ -91,6 +94,9 @@ pub struct SmoothEConfig {
     /// Standard deviation of the initial logit noise of the last seed
     /// (seed 0 has none; the others in between).
     pub init_noise: f64,
+    /// Passes of single-class-switch hill climbing on the final result
+    /// (0: none).
+    pub polish_passes: usize,
     /// Fixed-point tolerance inside cyclic components.
     pub tolerance: f64,
     /// Most fixed-point sweeps inside a cyclic component.
@@ -102,9 +108,10 @@ impl Default for SmoothEConfig {
         SmoothEConfig {
             combine: Combine::Mixed,
             optimizer: OptimizerKind::Adam,
-            learning_rate: 0.05,
-            steps: 2000,
-            patience: 400,
+            learning_rate: 0.15,
+            steps: 5000,
+            patience: 300,
+            restarts: 10,
             time_limit: 30.0,
             batch: 0,
             parameterisation: Parameterisation::Logits,
@@ -116,8 +123,9 @@ impl Default for SmoothEConfig {
             penalty_growth: 1.5,
             init_bias: 3.0,
             init_noise: 2.0,
-            tolerance: 1e-6,
-            max_sweeps: 50,
+            polish_passes: 20,
+            tolerance: 1e-4,
+            max_sweeps: 10,
         }
     }
 }
@@ -269,47 +277,7 @@ impl SmoothE {
 
         let mut rng = StdRng::seed_from_u64(self.seed);
         let dev = &self.device;
-        // Initial logits: a bonus on the starting extraction's nodes, plus
-        // per-seed noise growing from none (seed 0) to init_noise.
-        let mut init_logits = vec![0f32; nn * batch];
-        // The bonus grows with the class size so the starting extraction
-        // has the same probability (about 1 - e^-init_bias) in every class.
-        for n in init.choices.iter().flatten() {
-            let size = g.class_nodes(g.class_of(*n)).len() as f64;
-            let bonus = (cfg.init_bias + size.ln()) as f32;
-            for b in 0..batch {
-                init_logits[*n as usize * batch + b] = bonus;
-            }
-        }
-        let bias = Tensor::from_vec(init_logits.clone(), (nn, batch), dev)?;
-        let params = match cfg.parameterisation {
-            Parameterisation::Logits => {
-                for b in 1..batch {
-                    let sd = cfg.init_noise * b as f64 / (batch - 1).max(1) as f64;
-                    for n in 0..nn {
-                        init_logits[n * batch + b] += (sd * normal(&mut rng)) as f32;
-                    }
-                }
-                Params::Logits(Var::from_vec(init_logits, (nn, batch), dev)?)
-            }
-            Parameterisation::Embedding => {
-                let varmap = VarMap::new();
-                let vb = VarBuilder::from_varmap(&varmap, DType::F32, dev);
-                let head = Head::new(cfg.embedding_dim, vb)?;
-                let data: Vec<f32> = (0..batch * nn * cfg.embedding_dim).map(|_| normal(&mut rng) as f32).collect();
-                let embeddings = Var::from_vec(data, (batch * nn, cfg.embedding_dim), dev)?;
-                Params::Embedding { embeddings, head, bias, varmap }
-            }
-        };
-        let mut opt = match cfg.optimizer {
-            OptimizerKind::Adam => {
-                Opt::Adam(Adam::new(params.vars(), ParamsAdam { lr: cfg.learning_rate, ..Default::default() })?)
-            }
-            OptimizerKind::Rmsprop => Opt::Rmsprop(RMSprop::new(
-                params.vars(),
-                ParamsRMSprop { lr: cfg.learning_rate, ..Default::default() },
-            )?),
-        };
+        let (mut params, mut opt) = self.fresh_start(g, &best.extraction, batch, &mut rng)?;
         let relax = Arc::new(Relaxation::new(
             g,
             &problem.sccs,
@@ -323,6 +291,24 @@ impl SmoothE {
         let mut steps_done = 0;
         let mut step_seconds = 0.0;
         let mut cycles_seen = 0usize;
+        let mut restarts = 0usize;
+        let full_fallback = complete_all(g, &starts[1].choices, |n| -g.cost(n));
+        let deadline = (cfg.time_limit > 0.0).then(|| start + std::time::Duration::from_secs_f64(cfg.time_limit));
+        let polish = |best: &mut Candidate, trajectory: &mut Vec<(f64, f64)>, seconds_to_best: &mut f64| {
+            let (polished, cost) = local_search::improve(
+                g,
+                &best.extraction,
+                &full_fallback,
+                &|e| model.cost_of(e),
+                cfg.polish_passes,
+                deadline,
+            );
+            if cost < best.cost {
+                *best = Candidate { extraction: polished, cost, had_cycle: false };
+                *seconds_to_best = start.elapsed().as_secs_f64();
+                trajectory.push((*seconds_to_best, cost));
+            }
+        };
         for step in 0..cfg.steps {
             let t0 = Instant::now();
             let raw = params.scores(nn, batch)?;
@@ -345,7 +331,11 @@ impl SmoothE {
             if std::env::var("SMOOTHE_DEBUG").is_ok() && step % 20 == 0 {
                 let c: Vec<f32> = cost.to_dtype(DType::F32)?.to_vec1()?;
                 let p: Vec<f32> = penalty.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
-                eprintln!("step {step} lambda {penalty_weight:.3e} cost/scale {:?} penalty {:?}", c.iter().map(|x| (*x as f64 / scale * 1000.0).round() / 1000.0).collect::<Vec<_>>(), p.iter().map(|x| (*x * 1000.0).round() / 1000.0).collect::<Vec<_>>());
+                eprintln!(
+                    "step {step} lambda {penalty_weight:.3e} cost/scale {:?} penalty {:?}",
+                    c.iter().map(|x| (*x as f64 / scale * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+                    p.iter().map(|x| (*x * 1000.0).round() / 1000.0).collect::<Vec<_>>()
+                );
             }
             let grads = loss.backward()?;
             opt.step(&grads)?;
@@ -388,7 +378,15 @@ impl SmoothE {
                 bar.set_message(format!("best {:.6}{left}", best.cost));
             }
             if step - last_improvement >= cfg.patience {
-                break;
+                if restarts >= cfg.restarts {
+                    break;
+                }
+                // Plateau: polish the best so far and start again around it.
+                polish(&mut best, &mut trajectory, &mut seconds_to_best);
+                restarts += 1;
+                last_improvement = step;
+                penalty_weight = cfg.penalty_weight;
+                (params, opt) = self.fresh_start(g, &best.extraction, batch, &mut rng)?;
             }
             if cfg.time_limit > 0.0 && elapsed >= cfg.time_limit {
                 break;
@@ -397,6 +395,8 @@ impl SmoothE {
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
+        // Polish the best decoded extraction with single-class switches.
+        polish(&mut best, &mut trajectory, &mut seconds_to_best);
         let mut details = Map::new();
         details.insert("start_method".into(), json!(init_method));
         details.insert("start_cost".into(), json!(init_cost));
@@ -405,11 +405,60 @@ impl SmoothE {
         details.insert("batch".into(), json!(batch));
         details.insert("ms_per_step".into(), json!(1000.0 * step_seconds / steps_done.max(1) as f64));
         details.insert("seconds_to_best".into(), json!(seconds_to_best));
+        details.insert("restarts".into(), json!(restarts));
         details.insert("decodes_with_cycles".into(), json!(cycles_seen));
         details.insert("cycles_in_penalty".into(), json!(relax.met_cycle_count()));
         details.insert("trajectory".into(), json!(trajectory));
         details.insert("config".into(), serde_json::to_value(cfg).context("config to JSON")?);
         Ok((best.extraction, details))
+    }
+
+    /// Parameters biased towards `start` (seed 0 exactly, the others with
+    /// growing noise), and a new optimiser for them.
+    fn fresh_start(&self, g: &EGraph, start: &Extraction, batch: usize, rng: &mut StdRng) -> Result<(Params, Opt)> {
+        let cfg = &self.config;
+        let dev = &self.device;
+        let nn = g.num_nodes();
+        // The bonus grows with the class size so the starting extraction
+        // has the same probability (about 1 - e^-init_bias) in every class.
+        let mut logits = vec![0f32; nn * batch];
+        for n in start.choices.iter().flatten() {
+            let size = g.class_nodes(g.class_of(*n)).len() as f64;
+            let bonus = (cfg.init_bias + size.ln()) as f32;
+            for b in 0..batch {
+                logits[*n as usize * batch + b] = bonus;
+            }
+        }
+        let params = match cfg.parameterisation {
+            Parameterisation::Logits => {
+                for b in 1..batch {
+                    let sd = cfg.init_noise * b as f64 / (batch - 1).max(1) as f64;
+                    for n in 0..nn {
+                        logits[n * batch + b] += (sd * normal(rng)) as f32;
+                    }
+                }
+                Params::Logits(Var::from_vec(logits, (nn, batch), dev)?)
+            }
+            Parameterisation::Embedding => {
+                let bias = Tensor::from_vec(logits, (nn, batch), dev)?;
+                let varmap = VarMap::new();
+                let vb = VarBuilder::from_varmap(&varmap, DType::F32, dev);
+                let head = Head::new(cfg.embedding_dim, vb)?;
+                let data: Vec<f32> = (0..batch * nn * cfg.embedding_dim).map(|_| normal(rng) as f32).collect();
+                let embeddings = Var::from_vec(data, (batch * nn, cfg.embedding_dim), dev)?;
+                Params::Embedding { embeddings, head, bias, varmap }
+            }
+        };
+        let opt = match cfg.optimizer {
+            OptimizerKind::Adam => {
+                Opt::Adam(Adam::new(params.vars(), ParamsAdam { lr: cfg.learning_rate, ..Default::default() })?)
+            }
+            OptimizerKind::Rmsprop => Opt::Rmsprop(RMSprop::new(
+                params.vars(),
+                ParamsRMSprop { lr: cfg.learning_rate, ..Default::default() },
+            )?),
+        };
+        Ok((params, opt))
     }
 
     fn progress_bar(&self, cfg: &SmoothEConfig) -> Option<ProgressBar> {

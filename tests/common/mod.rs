@@ -111,3 +111,29 @@ pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
 pub fn parse_json(text: &str) -> Value {
     serde_json::from_str(text).expect("valid JSON")
 }
+
+/// A random layered e-graph where sharing decides the optimum: cheap
+/// operator nodes over a small pool of expensive shared leaves, so greedy
+/// choices that look cheap per use are often wrong overall. Root "c0".
+pub fn shared_graph_json(seed: u64, classes: usize) -> String {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let leaves = (classes / 3).max(2);
+    let mut map = Map::new();
+    for c in 0..classes {
+        let count = rng.random_range(2..=3);
+        for i in 0..count {
+            let (cost, children): (f64, Vec<String>) = if c >= classes - leaves {
+                (rng.random_range(5..=20) as f64, vec![])
+            } else {
+                let kids = rng.random_range(1..=2);
+                let children = (0..kids).map(|_| format!("n{}_0", rng.random_range(c + 1..classes))).collect();
+                (rng.random_range(0..=3) as f64, children)
+            };
+            map.insert(
+                format!("n{c}_{i}"),
+                json!({"op": "f", "eclass": format!("c{c}"), "cost": cost, "children": children}),
+            );
+        }
+    }
+    json!({"nodes": map, "root_eclasses": ["c0"]}).to_string()
+}
