@@ -64,8 +64,7 @@ def infeasible_reference(suite, instance, ref_cost):
     edges = maxsat_bounds.graph_of(SHARED / "datasets" / suite / f"{instance}.json")
     if edges is None:
         return False
-    n, lam = maxsat_bounds.lambda_max_laplacian(edges)
-    return ref_cost < -(len(edges) + n * lam / 4) - 1e-9
+    return ref_cost < maxsat_bounds.lower_bound(edges) - 1e-9
 
 
 def gap(cost, best):
