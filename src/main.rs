@@ -32,6 +32,15 @@ enum Command {
         /// Write the result here instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Optimise against this trained cost model (smoothe, or random best-of-N).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// With --model: add this multiple of the linear (node-cost) objective.
+        #[arg(long, default_value_t = 0.0)]
+        linear_weight: f64,
+        /// With --model and --method random: how many samples to judge.
+        #[arg(long, default_value_t = 1000)]
+        samples: usize,
         #[command(flatten)]
         run: RunArgs,
         #[command(flatten)]
@@ -50,6 +59,73 @@ enum Command {
     Info {
         /// The e-graph (egraph-serialize JSON).
         egraph: PathBuf,
+    },
+    /// Learn a cost model from an oracle (a script measuring the real cost)
+    /// and find a cheap extraction by it.
+    TrainCost {
+        /// The oracle, called as `ORACLE EGRAPH.json EXTRACTION.json`; a
+        /// command line such as 'srun -N1 ./synth.sh' works too.
+        #[arg(long)]
+        oracle: String,
+        /// When the oracle prints a JSON object, the metric to use.
+        #[arg(long)]
+        metric: Option<String>,
+        /// Oracle calls in parallel.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Seconds before an oracle call is killed and recorded as failed.
+        #[arg(long, default_value_t = 600.0)]
+        timeout: f64,
+        /// TOML file whose [train-cost] and [smoothe] tables set the defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Most oracle calls (labels already in the log are free).
+        #[arg(long)]
+        budget: Option<usize>,
+        /// Extractions labelled before the first model.
+        #[arg(long)]
+        initial: Option<usize>,
+        /// Active rounds.
+        #[arg(long)]
+        rounds: Option<usize>,
+        /// New extractions from SmoothE labelled per round.
+        #[arg(long)]
+        per_round: Option<usize>,
+        /// Exploratory perturbations labelled per round.
+        #[arg(long)]
+        explore: Option<usize>,
+        /// Features of the model.
+        #[arg(long, value_enum)]
+        features: Option<smoothe::learn::features::FeatureKind>,
+        /// SmoothE steps per optimisation run.
+        #[arg(long)]
+        smoothe_steps: Option<usize>,
+        /// Where to write the model (default models/<egraph>.safetensors).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Label log (default: next to the model, .labels.jsonl).
+        #[arg(long)]
+        labels: Option<PathBuf>,
+        /// Seed of sampling, training and optimisation.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[command(flatten)]
+        run: RunArgs,
+        /// The e-graph (egraph-serialize JSON).
+        egraph: PathBuf,
+    },
+    /// Write an extraction of a boolean e-graph as a netlist.
+    Export {
+        /// Output format.
+        #[arg(long, default_value = "blif", value_parser = ["blif"])]
+        format: String,
+        /// Write here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// The e-graph (egraph-serialize JSON).
+        egraph: PathBuf,
+        /// The extraction (any file `smoothe check` accepts).
+        extraction: PathBuf,
     },
 }
 
@@ -185,14 +261,27 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Extract { method, seed, output, run, smoothe, egraph } => {
+        Command::Extract { method, seed, output, model, linear_weight, samples, run, smoothe, egraph } => {
             run.init_threads()?;
             let options =
                 ExtractOptions { seed, smoothe: smoothe.resolve()?, device: run.device()?, progress: !run.quiet };
             let graph = load::load_file(&egraph)?;
             let start = Instant::now();
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
-            let extractor = extract::by_name(&method, &options)?;
+            let cost_model = match &model {
+                Some(path) => {
+                    let mlp = smoothe::learn::model::Mlp::load(path, &options.device)?;
+                    Some(
+                        smoothe::learn::model::MlpCost::new(mlp, &problem, &graph, linear_weight, &options.device)
+                            .with_context(|| format!("{}", path.display()))?,
+                    )
+                }
+                None => None,
+            };
+            let extractor = match &cost_model {
+                Some(m) => extract::with_model(&method, &options, m, samples)?,
+                None => extract::by_name(&method, &options)?,
+            };
             let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
             let seconds = start.elapsed().as_secs_f64();
             let mut extra = outcome.details.clone();
@@ -225,6 +314,118 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     Ok(ExitCode::from(1))
                 }
             }
+        }
+        Command::TrainCost {
+            oracle,
+            metric,
+            jobs,
+            timeout,
+            config,
+            budget,
+            initial,
+            rounds,
+            per_round,
+            explore,
+            features,
+            smoothe_steps,
+            out,
+            labels,
+            seed,
+            run,
+            egraph,
+        } => {
+            use smoothe::learn::active::{train_cost, TrainCostConfig};
+            run.init_threads()?;
+            let device = run.device()?;
+            let mut cfg: TrainCostConfig = match &config {
+                Some(p) => smoothe::config::load_section(p, "train-cost")?,
+                None => TrainCostConfig::default(),
+            };
+            let smoothe_cfg: extract::SmoothEConfig = match &config {
+                Some(p) => smoothe::config::load_section(p, "smoothe")?,
+                None => extract::SmoothEConfig::default(),
+            };
+            macro_rules! set {
+                ($($flag:ident => $field:ident),*) => { $( if let Some(v) = $flag { cfg.$field = v; } )* };
+            }
+            set!(budget => budget, initial => initial, rounds => rounds, per_round => per_round,
+                 explore => explore, features => features, smoothe_steps => smoothe_steps);
+            if !(timeout > 0.0 && timeout.is_finite()) {
+                anyhow::bail!("--timeout must be a positive number of seconds");
+            }
+            let graph = load::load_file(&egraph)?;
+            let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+            let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+            let out = out.unwrap_or_else(|| PathBuf::from("models").join(format!("{stem}.safetensors")));
+            let labels = labels.unwrap_or_else(|| out.with_extension("labels.jsonl"));
+            let mut log = smoothe::learn::labels::LabelLog::open(&labels)?;
+            let oracle = smoothe::learn::oracle::Oracle {
+                command: oracle,
+                metric,
+                timeout: std::time::Duration::from_secs_f64(timeout),
+            };
+            let labeler = smoothe::learn::labeler::Labeler {
+                oracle: &oracle,
+                egraph_path: &egraph,
+                graph: &graph,
+                work_dir: std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id())),
+                jobs,
+                progress: !run.quiet,
+            };
+            let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device: device.clone(), progress: false };
+            let outcome = train_cost(&graph, &problem, &labeler, &mut log, &cfg, &optimiser, &device)?;
+            let _ = std::fs::remove_dir_all(&labeler.work_dir);
+            outcome.model.save(&out)?;
+            let rounds_path = out.with_extension("rounds.json");
+            write_json(Some(&rounds_path), &serde_json::to_value(&outcome.rounds)?)?;
+            let best_path = out.with_extension("best.json");
+            let best_json = outcome.best.result_json(
+                &graph,
+                "train-cost",
+                0.0,
+                serde_json::json!({ "real_cost": outcome.best_cost, "seed": seed }),
+            )?;
+            write_json(Some(&best_path), &best_json)?;
+            eprintln!("round  labels  calls  holdout-MAE  spearman  best-real  dag-greedy  linear-smoothe");
+            for r in &outcome.rounds {
+                eprintln!(
+                    "{:>5}  {:>6}  {:>5}  {:>11.4}  {:>8.3}  {:>9.4}  {:>10}  {:>14}",
+                    r.round,
+                    r.labels,
+                    r.oracle_calls,
+                    r.report.holdout_mae,
+                    r.report.holdout_spearman,
+                    r.best_real_cost,
+                    r.dag_greedy_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
+                    r.linear_smoothe_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
+                );
+            }
+            eprintln!(
+                "wrote {} (model), {} (labels), {} (rounds), {} (best extraction)",
+                out.display(),
+                labels.display(),
+                rounds_path.display(),
+                best_path.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { format, output, egraph, extraction } => {
+            let graph = load::load_file(&egraph)?;
+            let ex = Extraction::load_file(&graph, &extraction)?;
+            if let Err(defect) = ex.check(&graph) {
+                anyhow::bail!("{}: invalid extraction: {defect}", extraction.display());
+            }
+            debug_assert_eq!(format, "blif");
+            let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("design");
+            let text = smoothe::export::to_blif(&graph, &ex, stem).with_context(|| format!("{}", egraph.display()))?;
+            match output {
+                Some(p) => std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?,
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().write_all(text.as_bytes()).context("cannot write to stdout")?
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Info { egraph } => {
             let graph = load::load_file(&egraph)?;

@@ -46,6 +46,12 @@ pub struct Reduced {
 }
 
 impl Reduced {
+    /// The original (class, node) pairs reduced node `n` stands for: the
+    /// node itself first, then every class merged into it.
+    pub fn origin(&self, n: NodeIdx) -> &[(ClassIdx, NodeIdx)] {
+        &self.origin[n as usize]
+    }
+
     /// Maps an extraction of the reduced graph back to the original graph.
     pub fn to_original(&self, reduced: &Extraction) -> Extraction {
         let mut out = Extraction::empty(self.num_original_classes);

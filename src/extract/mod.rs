@@ -7,6 +7,7 @@
 mod bottom_up;
 mod dag_greedy;
 mod greedy;
+mod guided;
 pub mod local_search;
 mod random;
 mod smoothe;
@@ -14,7 +15,8 @@ mod smoothe;
 pub use bottom_up::{choice_cycles, complete_acyclic, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
-pub use random::RandomExtractor;
+pub use guided::{with_model, BestOfRandom, SmoothEWith};
+pub use random::{random_extraction, RandomExtractor};
 pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 
 use crate::egraph::EGraph;

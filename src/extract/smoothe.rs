@@ -250,6 +250,21 @@ impl SmoothE {
     /// Optimises `model` over `problem`, returning the best valid
     /// extraction found and details (trajectory, steps, timings).
     pub fn optimise(&self, problem: &Reduced, model: &dyn CostModel) -> Result<(Extraction, Map<String, Value>)> {
+        let (best, _, details) = self.optimise_pool(problem, model, 0)?;
+        Ok((best, details))
+    }
+
+    /// Like [`SmoothE::optimise`], also returning up to `pool` distinct
+    /// decoded extractions with the lowest model cost seen (best first),
+    /// for active learning.
+    #[allow(clippy::type_complexity)]
+    pub fn optimise_pool(
+        &self,
+        problem: &Reduced,
+        model: &dyn CostModel,
+        pool: usize,
+    ) -> Result<(Extraction, Vec<(Extraction, f64)>, Map<String, Value>)> {
+        let mut kept: Vec<(Extraction, f64)> = Vec::new();
         let cfg = &self.config;
         if cfg.temperature <= 0.0 || !cfg.temperature.is_finite() {
             bail!("temperature must be positive, got {}", cfg.temperature);
@@ -358,6 +373,15 @@ impl SmoothE {
                     cycles_seen += 1;
                     penalty_weight *= cfg.penalty_growth;
                 }
+                if pool > 0 {
+                    for c in &candidates {
+                        if !kept.iter().any(|(e, _)| *e == c.extraction) {
+                            kept.push((c.extraction.clone(), c.cost));
+                        }
+                    }
+                    kept.sort_by(|a, b| a.1.total_cmp(&b.1));
+                    kept.truncate(pool);
+                }
                 if let Some(c) = candidates.into_iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) {
                     if c.cost < best.cost - 1e-12 * best.cost.abs().max(1.0) {
                         best = c;
@@ -410,7 +434,11 @@ impl SmoothE {
         details.insert("cycles_in_penalty".into(), json!(relax.met_cycle_count()));
         details.insert("trajectory".into(), json!(trajectory));
         details.insert("config".into(), serde_json::to_value(cfg).context("config to JSON")?);
-        Ok((best.extraction, details))
+        if pool > 0 && !kept.iter().any(|(e, _)| *e == best.extraction) {
+            kept.insert(0, (best.extraction.clone(), best.cost));
+            kept.truncate(pool);
+        }
+        Ok((best.extraction, kept, details))
     }
 
     /// Parameters biased towards `start` (seed 0 exactly, the others with

@@ -1,0 +1,178 @@
+//! Writing an extraction of a boolean e-graph as a BLIF netlist, so logic
+//! synthesis tools (ABC, yosys) can measure it.
+//!
+//! Two operator languages are understood:
+//! - esyn: `*` AND, `+` OR, `!` NOT, `&` pairs of outputs (nested; flattened
+//!   into primary outputs, left to right), constants `0`/`1`, any other leaf
+//!   is a named input;
+//! - boole: `and`, `or`, `not`, `xor3`, `maj`, `fa` (a full adder whose sum
+//!   and carry are read with `fst`/`snd`), an `out` root listing the outputs,
+//!   constants `true`/`false`/`0`/`1`, any other leaf is a named input.
+//!
+//! Every gate has at most two inputs except MAJ3 (`xor3` becomes two chained
+//! XOR2), and the operands of symmetric gates are sorted by signal name, so
+//! two extractions that differ only in operand order give the same netlist
+//! (ABC's mapped area changes with operand order alone).
+
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
+use crate::extraction::Extraction;
+use anyhow::{bail, Result};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write;
+
+/// What a class's chosen node stands for in the netlist.
+#[derive(Debug, Clone)]
+enum Signal {
+    /// One wire.
+    Wire(String),
+    /// A full adder: (sum, carry).
+    Pair(String, String),
+    /// Outputs to flatten (esyn `&`, boole `out`).
+    Outputs(Vec<String>),
+}
+
+/// Keeps letters, digits and `_`; anything else becomes `_`.
+fn sanitize(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
+}
+
+/// Writes `extraction` of `g` as BLIF (model name `model`). Errors name the
+/// node whose operator is not understood or whose operands do not fit.
+pub fn to_blif(g: &EGraph, extraction: &Extraction, model: &str) -> Result<String> {
+    let order = extraction.check(g)?;
+    let mut signal: HashMap<ClassIdx, Signal> = HashMap::new();
+    let mut inputs: BTreeSet<String> = BTreeSet::new();
+    let mut gates = String::new();
+    let mut outputs: Vec<String> = Vec::new();
+    // Wires start with `_n` so they never collide with input names.
+    let wire = |c: ClassIdx| format!("_n{}", sanitize(g.class_name(c)));
+    for &c in &order {
+        let n: NodeIdx = extraction.choices[c as usize].expect("checked");
+        let op = g.op(n);
+        let name = wire(c);
+        let kids: Vec<Signal> = g.children(n).iter().map(|k| signal[k].clone()).collect();
+        let wires = |what: &str| -> Result<Vec<String>> {
+            kids.iter()
+                .map(|s| match s {
+                    Signal::Wire(w) => Ok(w.clone()),
+                    _ => bail!("node {:?} ({what}): an operand is not a single wire", g.node_name(n)),
+                })
+                .collect()
+        };
+        let arity = |k: usize| -> Result<()> {
+            if kids.len() != k {
+                bail!("node {:?}: operator {op:?} expects {k} operands, has {}", g.node_name(n), kids.len());
+            }
+            Ok(())
+        };
+        let sig = match op {
+            "*" | "and" => {
+                arity(2)?;
+                gate(&mut gates, &sorted(wires(op)?), &name, &["11"]);
+                Signal::Wire(name)
+            }
+            "+" | "or" => {
+                arity(2)?;
+                gate(&mut gates, &sorted(wires(op)?), &name, &["1-", "-1"]);
+                Signal::Wire(name)
+            }
+            "!" | "not" => {
+                arity(1)?;
+                gate(&mut gates, &wires(op)?, &name, &["0"]);
+                Signal::Wire(name)
+            }
+            "xor3" => {
+                arity(3)?;
+                let w = sorted(wires(op)?);
+                let mid = format!("{name}_x");
+                gate(&mut gates, &w[..2], &mid, &["10", "01"]);
+                gate(&mut gates, &sorted(vec![mid, w[2].clone()]), &name, &["10", "01"]);
+                Signal::Wire(name)
+            }
+            "maj" => {
+                arity(3)?;
+                gate(&mut gates, &sorted(wires(op)?), &name, &["11-", "1-1", "-11"]);
+                Signal::Wire(name)
+            }
+            "fa" => {
+                arity(3)?;
+                let w = sorted(wires(op)?);
+                let (sum, carry) = (format!("{name}_s"), format!("{name}_c"));
+                let mid = format!("{name}_x");
+                gate(&mut gates, &w[..2], &mid, &["10", "01"]);
+                gate(&mut gates, &sorted(vec![mid, w[2].clone()]), &sum, &["10", "01"]);
+                gate(&mut gates, &w, &carry, &["11-", "1-1", "-11"]);
+                Signal::Pair(sum, carry)
+            }
+            "fst" | "snd" => {
+                arity(1)?;
+                match &kids[0] {
+                    Signal::Pair(s, c) => Signal::Wire(if op == "fst" { s.clone() } else { c.clone() }),
+                    _ => bail!("node {:?}: {op} of something that is not a full adder", g.node_name(n)),
+                }
+            }
+            "&" | "out" => {
+                let mut outs = Vec::new();
+                for k in &kids {
+                    match k {
+                        Signal::Wire(w) => outs.push(w.clone()),
+                        Signal::Outputs(o) => outs.extend(o.iter().cloned()),
+                        Signal::Pair(..) => bail!("node {:?}: a full adder used as an output", g.node_name(n)),
+                    }
+                }
+                Signal::Outputs(outs)
+            }
+            "0" | "false" | "1" | "true" if kids.is_empty() => {
+                let rows: &[&str] = if op == "1" || op == "true" { &[""] } else { &[] };
+                gate(&mut gates, &[], &name, rows);
+                Signal::Wire(name)
+            }
+            _ if kids.is_empty() => {
+                let input = sanitize(op);
+                inputs.insert(input.clone());
+                Signal::Wire(input)
+            }
+            _ => bail!("node {:?}: operator {op:?} is not a boolean gate this exporter knows", g.node_name(n)),
+        };
+        signal.insert(c, sig);
+    }
+    for &r in g.roots() {
+        match &signal[&r] {
+            Signal::Wire(w) => outputs.push(w.clone()),
+            Signal::Outputs(o) => outputs.extend(o.iter().cloned()),
+            Signal::Pair(s, c) => outputs.extend([s.clone(), c.clone()]),
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, ".model {}", sanitize(model));
+    let _ = writeln!(out, ".inputs {}", inputs.iter().cloned().collect::<Vec<_>>().join(" "));
+    let po: Vec<String> = (0..outputs.len()).map(|i| format!("po{i}")).collect();
+    let _ = writeln!(out, ".outputs {}", po.join(" "));
+    out.push_str(&gates);
+    for (p, w) in po.iter().zip(&outputs) {
+        gate(&mut out, std::slice::from_ref(w), p, &["1"]);
+    }
+    out.push_str(".end\n");
+    Ok(out)
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Appends a `.names` block: inputs, output, and the on-set rows.
+fn gate(out: &mut String, inputs: &[String], output: &str, rows: &[&str]) {
+    let _ = write!(out, ".names");
+    for i in inputs {
+        let _ = write!(out, " {i}");
+    }
+    let _ = writeln!(out, " {output}");
+    for r in rows {
+        if r.is_empty() {
+            let _ = writeln!(out, "1");
+        } else {
+            let _ = writeln!(out, "{r} 1");
+        }
+    }
+}

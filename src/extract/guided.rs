@@ -1,0 +1,87 @@
+//! Extractors driven by an arbitrary cost model (such as a learned one):
+//! SmoothE against the model, and the best of N random extractions by the
+//! model for comparison.
+
+use super::random::random_extraction;
+use super::{ExtractOptions, Extractor, SmoothE};
+use crate::cost::CostModel;
+use crate::extraction::Extraction;
+use crate::preprocess::Reduced;
+use anyhow::{bail, Result};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::{json, Map, Value};
+
+/// SmoothE optimising `model` instead of the linear cost.
+pub struct SmoothEWith<'a> {
+    /// The optimiser.
+    pub smoothe: SmoothE,
+    /// The objective.
+    pub model: &'a dyn CostModel,
+}
+
+impl Extractor for SmoothEWith<'_> {
+    fn name(&self) -> &'static str {
+        "smoothe"
+    }
+    fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
+        let (e, mut details) = self.smoothe.optimise(problem, self.model)?;
+        details.insert("model_cost".into(), json!(self.model.cost_of(&e)));
+        Ok((e, details))
+    }
+}
+
+/// The cheapest by `model` of `samples` random valid extractions.
+pub struct BestOfRandom<'a> {
+    /// How many to draw.
+    pub samples: usize,
+    /// Seed of the draws.
+    pub seed: u64,
+    /// The judge.
+    pub model: &'a dyn CostModel,
+}
+
+impl Extractor for BestOfRandom<'_> {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+    fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let mut best: Option<(Extraction, f64)> = None;
+        for _ in 0..self.samples.max(1) {
+            let e = random_extraction(&problem.graph, &mut rng);
+            let c = self.model.cost_of(&e);
+            if best.as_ref().is_none_or(|(_, b)| c < *b) {
+                best = Some((e, c));
+            }
+        }
+        let (e, c) = best.expect("at least one sample");
+        let mut details = Map::new();
+        details.insert("samples".into(), json!(self.samples.max(1)));
+        details.insert("model_cost".into(), json!(c));
+        Ok((e, details))
+    }
+}
+
+/// The extractor `name` driven by `model`: `smoothe`, or `random` (best of
+/// `samples`). Other methods take no cost model.
+pub fn with_model<'a>(
+    name: &str,
+    options: &ExtractOptions,
+    model: &'a dyn CostModel,
+    samples: usize,
+) -> Result<Box<dyn Extractor + 'a>> {
+    Ok(match name {
+        "smoothe" => Box::new(SmoothEWith {
+            smoothe: SmoothE {
+                config: options.smoothe.clone(),
+                seed: options.seed,
+                device: options.device.clone(),
+                progress: options.progress,
+            },
+            model,
+        }),
+        "random" => Box::new(BestOfRandom { samples, seed: options.seed, model }),
+        other => bail!("method {other:?} cannot take a cost model; use smoothe or random"),
+    })
+}

@@ -1,0 +1,248 @@
+//! `smoothe train-cost`: sample, label, train, then rounds of optimising
+//! against the model and labelling what it finds.
+
+use super::features::{FeatureKind, Featurizer};
+use super::labeler::Labeler;
+use super::labels::LabelLog;
+use super::model::{train, Mlp, MlpCost, TrainConfig, TrainReport};
+use super::sample::perturb;
+use crate::egraph::EGraph;
+use crate::extract::{random_extraction, DagGreedy, Extractor, SmoothE};
+use crate::extraction::Extraction;
+use crate::preprocess::Reduced;
+use anyhow::{bail, Result};
+use candle_core::Device;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// Settings of the learned-cost loop; `configs/train-cost.toml` holds the
+/// defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainCostConfig {
+    /// Most oracle calls in all (labels already in the log are free).
+    pub budget: usize,
+    /// Extractions sampled and labelled before the first model.
+    pub initial: usize,
+    /// Share of uniform random samples among the initial ones (the rest
+    /// perturb the dag-greedy and linear-SmoothE results).
+    pub uniform_fraction: f64,
+    /// Active rounds after the first model.
+    pub rounds: usize,
+    /// Best distinct extractions SmoothE finds against the model, labelled
+    /// per round.
+    pub per_round: usize,
+    /// Exploratory perturbations of the best labelled extraction, per round.
+    pub explore: usize,
+    /// Features the model reads.
+    pub features: FeatureKind,
+    /// Weight of the linear cost added to the model as SmoothE's objective.
+    pub linear_weight: f64,
+    /// SmoothE steps per optimisation run (deterministic for a seed).
+    pub smoothe_steps: usize,
+    /// SmoothE wall-clock limit per run in seconds (0: none).
+    pub smoothe_time_limit: f64,
+    /// Model training settings.
+    pub train: TrainConfig,
+}
+
+impl Default for TrainCostConfig {
+    fn default() -> Self {
+        TrainCostConfig {
+            budget: 300,
+            initial: 120,
+            uniform_fraction: 0.2,
+            rounds: 6,
+            per_round: 20,
+            explore: 10,
+            features: FeatureKind::Selection,
+            linear_weight: 0.0,
+            smoothe_steps: 600,
+            smoothe_time_limit: 0.0,
+            train: TrainConfig::default(),
+        }
+    }
+}
+
+/// One row of the per-round summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundSummary {
+    /// 0 for the initial model, then 1, 2, ...
+    pub round: usize,
+    /// Successful labels the model was trained on (all splits).
+    pub labels: usize,
+    /// Labels (oracle calls, failed ones included) this e-graph and oracle
+    /// have in the log so far, over all runs.
+    pub oracle_calls: usize,
+    /// Held-out fit of the model trained this round.
+    pub report: TrainReport,
+    /// Least real cost labelled so far.
+    pub best_real_cost: f64,
+    /// Real cost of the dag-greedy extraction.
+    pub dag_greedy_real_cost: Option<f64>,
+    /// Real cost of the linear-cost SmoothE extraction.
+    pub linear_smoothe_real_cost: Option<f64>,
+}
+
+/// What the loop produced.
+pub struct TrainCostOutcome {
+    /// The final model.
+    pub model: Mlp,
+    /// Per-round summary.
+    pub rounds: Vec<RoundSummary>,
+    /// The labelled extraction with the least real cost (original ids).
+    pub best: Extraction,
+    /// Its real cost.
+    pub best_cost: f64,
+}
+
+/// Runs the loop. `smoothe` carries the device, seed and optimiser
+/// settings used for the linear and model-driven SmoothE runs.
+#[allow(clippy::too_many_arguments)]
+pub fn train_cost(
+    original: &EGraph,
+    problem: &Reduced,
+    labeler: &Labeler,
+    log: &mut LabelLog,
+    config: &TrainCostConfig,
+    smoothe: &SmoothE,
+    device: &Device,
+) -> Result<TrainCostOutcome> {
+    let g = &problem.graph;
+    let oracle_id = labeler.oracle.identity();
+    let fingerprint = original.fingerprint();
+    // The budget caps the labels this e-graph and oracle have in the log
+    // over all runs, so a resumed run finishes the same job instead of
+    // starting a new one; asking again for a logged label is free.
+    let logged = log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
+    let mut budget = config.budget.saturating_sub(logged);
+    let mut rng = StdRng::seed_from_u64(smoothe.seed);
+    let run_smoothe = |seed: u64| -> SmoothE {
+        let mut s = SmoothE { config: smoothe.config.clone(), seed, device: smoothe.device.clone(), progress: false };
+        s.config.steps = config.smoothe_steps;
+        s.config.time_limit = config.smoothe_time_limit;
+        s
+    };
+    // Baselines, labelled first.
+    let dag = DagGreedy.extract(problem)?;
+    let linear = run_smoothe(smoothe.seed).extract(problem)?;
+    let (base_costs, _) =
+        labeler.label(log, &[problem.to_original(&dag), problem.to_original(&linear)], &mut budget)?;
+    // Initial samples: distinct, mostly perturbations of the baselines.
+    let mut seen: HashSet<Extraction> = HashSet::from([dag.clone(), linear.clone()]);
+    let mut samples = Vec::new();
+    let want = config.initial.saturating_sub(2);
+    let mut attempts = 0;
+    while samples.len() < want && attempts < 50 * want.max(1) {
+        attempts += 1;
+        let e = if rng.random_bool(config.uniform_fraction.clamp(0.0, 1.0)) {
+            random_extraction(g, &mut rng)
+        } else {
+            let base = if rng.random_bool(0.5) { &dag } else { &linear };
+            let rate = rng.random_range(0.01..0.2);
+            perturb(g, base, rate, &mut rng)
+        };
+        if seen.insert(e.clone()) {
+            samples.push(e);
+        }
+    }
+    let originals: Vec<Extraction> = samples.iter().map(|e| problem.to_original(e)).collect();
+    labeler.label(log, &originals, &mut budget)?;
+    let mut rounds = Vec::new();
+    let mut model = fit(original, problem, log, config, &fingerprint, &oracle_id, smoothe.seed, device)?;
+    let summary = |round: usize, model: &Mlp, log: &LabelLog| -> Result<RoundSummary> {
+        let best = log.costs_for(&fingerprint, &oracle_id).iter().filter_map(|l| l.cost).fold(f64::INFINITY, f64::min);
+        Ok(RoundSummary {
+            round,
+            labels: model.meta.report.train + model.meta.report.holdout,
+            oracle_calls: log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count(),
+            report: model.meta.report.clone(),
+            best_real_cost: best,
+            dag_greedy_real_cost: base_costs[0],
+            linear_smoothe_real_cost: base_costs[1],
+        })
+    };
+    rounds.push(summary(0, &model, log)?);
+    for round in 1..=config.rounds {
+        if budget == 0 {
+            break;
+        }
+        let cost = MlpCost::new(model.clone(), problem, original, config.linear_weight, device)?;
+        let (_, pool, _) = run_smoothe(smoothe.seed + round as u64).optimise_pool(problem, &cost, config.per_round)?;
+        let mut batch: Vec<Extraction> = pool.into_iter().map(|(e, _)| e).filter(|e| seen.insert(e.clone())).collect();
+        // Exploration around the best labelled extraction.
+        if let Some(best) = best_labelled(original, problem, log, &fingerprint, &oracle_id)? {
+            for _ in 0..config.explore {
+                let e = perturb(g, &best, rng.random_range(0.01..0.05), &mut rng);
+                if seen.insert(e.clone()) {
+                    batch.push(e);
+                }
+            }
+        }
+        let originals: Vec<Extraction> = batch.iter().map(|e| problem.to_original(e)).collect();
+        labeler.label(log, &originals, &mut budget)?;
+        model = fit(original, problem, log, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
+        rounds.push(summary(round, &model, log)?);
+    }
+    let Some(best) = best_labelled(original, problem, log, &fingerprint, &oracle_id)? else {
+        bail!("no oracle call succeeded; see the label log for the errors");
+    };
+    let best = problem.to_original(&best).restricted_to_reachable(original)?;
+    let best_cost = rounds.last().map_or(f64::INFINITY, |r| r.best_real_cost);
+    Ok(TrainCostOutcome { model, rounds, best, best_cost })
+}
+
+/// The labelled extractions of this graph and oracle, as reduced-graph
+/// extractions with their costs (labels using removed nodes are skipped).
+pub fn dataset(
+    original: &EGraph,
+    problem: &Reduced,
+    log: &LabelLog,
+    fingerprint: &str,
+    oracle_id: &str,
+) -> Result<Vec<(Extraction, f64)>> {
+    let mut out = Vec::new();
+    for label in log.costs_for(fingerprint, oracle_id) {
+        let ex = Extraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
+        if let (Some(reduced), Some(cost)) = (problem.from_original(&ex), label.cost) {
+            out.push((reduced, cost));
+        }
+    }
+    Ok(out)
+}
+
+fn best_labelled(
+    original: &EGraph,
+    problem: &Reduced,
+    log: &LabelLog,
+    fingerprint: &str,
+    oracle_id: &str,
+) -> Result<Option<Extraction>> {
+    Ok(dataset(original, problem, log, fingerprint, oracle_id)?
+        .into_iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(e, _)| e))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    original: &EGraph,
+    problem: &Reduced,
+    log: &LabelLog,
+    config: &TrainCostConfig,
+    fingerprint: &str,
+    oracle_id: &str,
+    seed: u64,
+    device: &Device,
+) -> Result<Mlp> {
+    let data = dataset(original, problem, log, fingerprint, oracle_id)?;
+    let featurizer = Featurizer::new(config.features, problem, original, None);
+    let x: Vec<Vec<f32>> = data.iter().map(|(e, _)| featurizer.of_extraction(e)).collect();
+    let y: Vec<f64> = data.iter().map(|(_, c)| *c).collect();
+    let (mut model, _) = train(&x, &y, featurizer.layout.clone(), &config.train, seed, device)?;
+    model.meta.egraph_fingerprint = fingerprint.to_string();
+    model.meta.oracle = oracle_id.to_string();
+    Ok(model)
+}

@@ -1,0 +1,169 @@
+//! Labelling extractions with the oracle: in parallel, with a timeout per
+//! call, every result appended to the label log the moment it exists, and
+//! labels already in the log reused for free.
+
+use super::labels::{Label, LabelLog};
+use super::oracle::{Oracle, Verdict};
+use super::{extraction_key, oracle_file};
+use crate::egraph::EGraph;
+use crate::extraction::Extraction;
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What a labelling pass did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelStats {
+    /// Oracle calls made (successful or not).
+    pub calls: usize,
+    /// Of those, failures.
+    pub failed: usize,
+    /// Extractions whose label was already in the log.
+    pub reused: usize,
+    /// Extractions left unlabelled because the budget ran out.
+    pub skipped: usize,
+}
+
+/// Labels extractions of one e-graph with one oracle.
+pub struct Labeler<'a> {
+    /// The oracle.
+    pub oracle: &'a Oracle,
+    /// The e-graph file handed to the oracle.
+    pub egraph_path: &'a Path,
+    /// The loaded (original) e-graph.
+    pub graph: &'a EGraph,
+    /// Where extraction files are written for the oracle.
+    pub work_dir: PathBuf,
+    /// Oracle calls in parallel.
+    pub jobs: usize,
+    /// Show a progress bar (when stderr is a terminal).
+    pub progress: bool,
+}
+
+impl Labeler<'_> {
+    /// The log key of `extraction` (original ids).
+    pub fn key(&self, extraction: &Extraction, oracle_id: &str) -> Result<(String, String, String)> {
+        Ok((self.graph.fingerprint(), extraction_key(self.graph, extraction)?, oracle_id.to_string()))
+    }
+
+    /// Labels `items` (valid extractions of the original graph), spending
+    /// at most `*budget` oracle calls (decremented). Returns each item's
+    /// cost when known (from the log or a successful call).
+    pub fn label(
+        &self,
+        log: &mut LabelLog,
+        items: &[Extraction],
+        budget: &mut usize,
+    ) -> Result<(Vec<Option<f64>>, LabelStats)> {
+        let oracle_id = self.oracle.identity();
+        let mut stats = LabelStats::default();
+        let mut costs = vec![None; items.len()];
+        let mut todo: Vec<(usize, (String, String, String))> = Vec::new();
+        let mut queued = std::collections::HashSet::new();
+        for (i, ex) in items.iter().enumerate() {
+            let key = self.key(ex, &oracle_id)?;
+            if let Some(label) = log.get(&key) {
+                costs[i] = label.cost;
+                stats.reused += 1;
+            } else if queued.contains(&key) {
+                // Same extraction twice in one batch: filled in below.
+            } else if *budget > 0 {
+                *budget -= 1;
+                queued.insert(key.clone());
+                todo.push((i, key));
+            } else {
+                stats.skipped += 1;
+            }
+        }
+        std::fs::create_dir_all(&self.work_dir)
+            .with_context(|| format!("cannot create {}", self.work_dir.display()))?;
+        let bar = (self.progress && std::io::stderr().is_terminal() && !todo.is_empty()).then(|| {
+            let bar = ProgressBar::new(todo.len() as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] labels {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        let next = AtomicUsize::new(0);
+        let shared = Mutex::new((log, &mut costs, &mut stats, f64::INFINITY));
+        let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..self.jobs.max(1).min(todo.len().max(1)) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some((item, key)) = todo.get(i) else { break };
+                    let result = self.call_one(&items[*item], key);
+                    let mut guard = shared.lock().expect("labeler lock");
+                    let (log, costs, stats, best) = &mut *guard;
+                    match result.and_then(|label| {
+                        let cost = label.cost;
+                        log.append(label).map(|_| cost)
+                    }) {
+                        Ok(cost) => {
+                            stats.calls += 1;
+                            match cost {
+                                Some(c) => {
+                                    costs[*item] = Some(c);
+                                    *best = best.min(c);
+                                }
+                                None => stats.failed += 1,
+                            }
+                            if let Some(bar) = &bar {
+                                bar.inc(1);
+                                bar.set_message(format!("failed {}, best {:.6}", stats.failed, best));
+                            }
+                        }
+                        Err(e) => {
+                            first_error.lock().expect("error lock").get_or_insert(e);
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        if let Some(e) = first_error.into_inner().expect("error lock") {
+            return Err(e);
+        }
+        let (log, costs, stats, _) = shared.into_inner().expect("labeler lock");
+        // Duplicates within the batch take the label now in the log.
+        for (i, ex) in items.iter().enumerate() {
+            if costs[i].is_none() {
+                if let Some(label) = log.get(&self.key(ex, &oracle_id)?) {
+                    costs[i] = label.cost;
+                }
+            }
+        }
+        Ok((costs.clone(), stats.clone()))
+    }
+
+    fn call_one(&self, extraction: &Extraction, key: &(String, String, String)) -> Result<Label> {
+        let file = self.work_dir.join(format!("{}.json", key.1));
+        let value = oracle_file(self.graph, extraction)?;
+        std::fs::write(&file, serde_json::to_string_pretty(&value)?)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        let start = Instant::now();
+        let verdict = self.oracle.call(self.egraph_path, &file)?;
+        let _ = std::fs::remove_file(&file);
+        let (cost, error) = match verdict {
+            Verdict::Cost(c) => (Some(c), None),
+            Verdict::Failed(e) => (None, Some(e)),
+        };
+        Ok(Label {
+            egraph: key.0.clone(),
+            extraction: key.1.clone(),
+            oracle: key.2.clone(),
+            cost,
+            error,
+            seconds: start.elapsed().as_secs_f64(),
+            choices: value["choices"].as_object().cloned().unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! The learned-cost pipeline: the oracle contract, the label log, and the
+//! self-contained extraction files handed to oracles.
+
+pub mod active;
+pub mod features;
+pub mod labeler;
+pub mod labels;
+pub mod model;
+pub mod oracle;
+pub mod sample;
+
+use crate::egraph::EGraph;
+use crate::extraction::Extraction;
+use anyhow::Result;
+use serde_json::{json, Value};
+
+/// FNV-1a 64-bit hash of `bytes`, as 16 hex digits.
+pub fn hash_hex(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Canonical hash of a valid extraction of `g`: the sorted (class id,
+/// node id) pairs of the classes reachable from the roots, in original ids.
+pub fn extraction_key(g: &EGraph, extraction: &Extraction) -> Result<String> {
+    let mut pairs: Vec<(String, String)> = extraction
+        .check(g)?
+        .into_iter()
+        .map(|c| {
+            (g.class_name(c).to_string(), g.node_name(extraction.choices[c as usize].expect("checked")).to_string())
+        })
+        .collect();
+    pairs.sort();
+    let mut bytes = Vec::new();
+    for (c, n) in pairs {
+        bytes.extend_from_slice(c.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(n.as_bytes());
+        bytes.push(1);
+    }
+    Ok(hash_hex(&bytes))
+}
+
+/// The file an oracle receives: the `choices` map that `smoothe extract`
+/// writes, plus the chosen nodes in children-first order, each with its
+/// class and node ids, operator, cost and `children` as indices into that
+/// same list, and `roots` as indices too. A script can write a netlist from
+/// it without reading the e-graph.
+pub fn oracle_file(g: &EGraph, extraction: &Extraction) -> Result<Value> {
+    let order = extraction.check(g)?;
+    let mut position = vec![usize::MAX; g.num_classes()];
+    for (i, &c) in order.iter().enumerate() {
+        position[c as usize] = i;
+    }
+    let nodes: Vec<Value> = order
+        .iter()
+        .map(|&c| {
+            let n = extraction.choices[c as usize].expect("checked");
+            json!({
+                "class": g.class_name(c),
+                "node": g.node_name(n),
+                "op": g.op(n),
+                "cost": g.cost(n),
+                "children": g.children(n).iter().map(|&k| position[k as usize]).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "egraph_fingerprint": g.fingerprint(),
+        "choices": extraction.choices_json(g)?,
+        "nodes": nodes,
+        "roots": g.roots().iter().map(|&r| position[r as usize]).collect::<Vec<_>>(),
+    }))
+}
