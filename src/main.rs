@@ -35,6 +35,10 @@ enum Command {
         /// Optimise against this trained cost model (smoothe, or random best-of-N).
         #[arg(long)]
         model: Option<PathBuf>,
+        /// Optimise linear plus pairwise costs from this JSON file
+        /// ({"pairs": [[node_id, node_id, cost], ...]}).
+        #[arg(long, conflicts_with = "model")]
+        quadratic: Option<PathBuf>,
         /// With --model: add this multiple of the linear (node-cost) objective.
         #[arg(long, default_value_t = 0.0)]
         linear_weight: f64,
@@ -261,25 +265,28 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Extract { method, seed, output, model, linear_weight, samples, run, smoothe, egraph } => {
+        Command::Extract { method, seed, output, model, quadratic, linear_weight, samples, run, smoothe, egraph } => {
             run.init_threads()?;
             let options =
                 ExtractOptions { seed, smoothe: smoothe.resolve()?, device: run.device()?, progress: !run.quiet };
             let graph = load::load_file(&egraph)?;
             let start = Instant::now();
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
-            let cost_model = match &model {
-                Some(path) => {
+            let cost_model: Option<Box<dyn smoothe::cost::CostModel>> = match (&model, &quadratic) {
+                (Some(path), _) => {
                     let mlp = smoothe::learn::model::Mlp::load(path, &options.device)?;
-                    Some(
+                    Some(Box::new(
                         smoothe::learn::model::MlpCost::new(mlp, &problem, &graph, linear_weight, &options.device)
                             .with_context(|| format!("{}", path.display()))?,
-                    )
+                    ))
                 }
-                None => None,
+                (None, Some(path)) => {
+                    Some(Box::new(smoothe::cost::QuadraticCost::load(path, &problem, &graph, &options.device)?))
+                }
+                (None, None) => None,
             };
             let extractor = match &cost_model {
-                Some(m) => extract::with_model(&method, &options, m, samples)?,
+                Some(m) => extract::with_model(&method, &options, m.as_ref(), samples)?,
                 None => extract::by_name(&method, &options)?,
             };
             let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;

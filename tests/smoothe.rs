@@ -142,3 +142,46 @@ fn cli_smoothe_beats_greedy_on_a_shipped_graph_and_reports_progress_data() {
     assert_ne!(code, 0);
     assert!(stderr.contains("bad.toml") && !stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn quadratic_costs_change_the_optimum() {
+    let text = graph_json(
+        &[
+            ("r", "R", 1.0, &["a1", "b1"]),
+            ("a1", "A", 1.0, &[]),
+            ("a2", "A", 2.0, &[]),
+            ("b1", "B", 1.0, &[]),
+            ("b2", "B", 2.0, &[]),
+        ],
+        &["R"],
+    );
+    let g = temp_file("quad-graph.json", &text);
+    let pairs = temp_file("pairs.json", r#"{"pairs": [["a1", "b1", 10.0]]}"#);
+    let out = temp_file("quad-out.json", "");
+    let (code, _, stderr) = cli(&[
+        "extract",
+        "--method",
+        "smoothe",
+        "--quadratic",
+        pairs.to_str().unwrap(),
+        "--steps",
+        "200",
+        "--time-limit",
+        "0",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        g.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+    // Linear optimum a1 + b1 costs 3 + 10 with the pair; a1 + b2 or a2 + b1 cost 4.
+    assert_eq!(result["model_cost"].as_f64().unwrap(), 4.0, "{result}");
+    let choices = &result["choices"];
+    assert!(!(choices["A"] == "a1" && choices["B"] == "b1"), "{choices}");
+    let bad = temp_file("bad-pairs.json", r#"{"pairs": [["a1", "zz", 1.0]]}"#);
+    let (code, _, stderr) =
+        cli(&["extract", "--method", "smoothe", "--quadratic", bad.to_str().unwrap(), "-q", g.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("zz") && !stderr.contains("panicked"), "{stderr}");
+}
