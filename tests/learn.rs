@@ -385,3 +385,11 @@ fn abc_oracle_measures_a_shipped_circuit() {
     let area = parse_cost(&String::from_utf8_lossy(&out.stdout), None).unwrap();
     assert!(area > 10.0 && area < 10_000.0, "{area}");
 }
+
+#[test]
+fn shipped_train_cost_config_matches_the_defaults() {
+    use smoothe::learn::active::TrainCostConfig;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/train-cost.toml");
+    let cfg: TrainCostConfig = smoothe::config::load_section(&path, "train-cost").unwrap();
+    assert_eq!(cfg, TrainCostConfig::default());
+}
