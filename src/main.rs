@@ -205,6 +205,9 @@ struct SmoothEArgs {
     /// Initial logit noise of the last seed.
     #[arg(long)]
     init_noise: Option<f64>,
+    /// Share of seeds starting from noise alone, not near greedy.
+    #[arg(long)]
+    explore_seeds: Option<f64>,
     /// Passes of single-class-switch polishing at the end (0: none).
     #[arg(long)]
     polish_passes: Option<usize>,
@@ -230,7 +233,7 @@ impl SmoothEArgs {
              parameterisation => parameterisation, embedding_dim => embedding_dim,
              temperature => temperature, gumbel => gumbel, decode_every => decode_every,
              penalty_weight => penalty_weight, penalty_growth => penalty_growth,
-             init_bias => init_bias, init_noise => init_noise, tolerance => tolerance, polish_passes => polish_passes,
+             init_bias => init_bias, init_noise => init_noise, tolerance => tolerance, polish_passes => polish_passes, explore_seeds => explore_seeds,
              max_sweeps => max_sweeps);
         Ok(c)
     }

@@ -9,7 +9,7 @@
 //! extraction, cycles repaired) and the best is kept. It starts from the
 //! better of `greedy` and `dag-greedy`, so it never returns anything worse.
 
-use super::bottom_up::{choice_cycles, complete_acyclic, complete_all};
+use super::bottom_up::{choice_cycles, complete_acyclic};
 use super::{local_search, DagGreedy, Extractor, Greedy};
 use crate::cost::{CostModel, LinearCost};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
@@ -94,6 +94,9 @@ pub struct SmoothEConfig {
     /// Standard deviation of the initial logit noise of the last seed
     /// (seed 0 has none; the others in between).
     pub init_noise: f64,
+    /// Share of seeds that start from noise alone instead of near the
+    /// greedy extraction (logits parameterisation).
+    pub explore_seeds: f64,
     /// Passes of single-class-switch hill climbing on the final result
     /// (0: none).
     pub polish_passes: usize,
@@ -123,6 +126,7 @@ impl Default for SmoothEConfig {
             penalty_growth: 1.5,
             init_bias: 3.0,
             init_noise: 2.0,
+            explore_seeds: 0.25,
             polish_passes: 20,
             tolerance: 1e-4,
             max_sweeps: 10,
@@ -307,13 +311,11 @@ impl SmoothE {
         let mut step_seconds = 0.0;
         let mut cycles_seen = 0usize;
         let mut restarts = 0usize;
-        let full_fallback = complete_all(g, &starts[1].choices, |n| -g.cost(n));
         let deadline = (cfg.time_limit > 0.0).then(|| start + std::time::Duration::from_secs_f64(cfg.time_limit));
         let polish = |best: &mut Candidate, trajectory: &mut Vec<(f64, f64)>, seconds_to_best: &mut f64| {
             let (polished, cost) = local_search::improve(
                 g,
                 &best.extraction,
-                &full_fallback,
                 &|e| model.cost_of(e),
                 cfg.polish_passes,
                 deadline,
@@ -459,9 +461,21 @@ impl SmoothE {
         }
         let params = match cfg.parameterisation {
             Parameterisation::Logits => {
+                // The last `explore_seeds` share of the batch starts from
+                // noise alone, away from the greedy basin.
+                let explorers = (cfg.explore_seeds.clamp(0.0, 1.0) * batch as f64).round() as usize;
+                let explorers = explorers.min(batch.saturating_sub(1));
                 for b in 1..batch {
-                    let sd = cfg.init_noise * b as f64 / (batch - 1).max(1) as f64;
+                    let explorer = b >= batch - explorers;
+                    let sd = if explorer {
+                        cfg.init_noise
+                    } else {
+                        cfg.init_noise * b as f64 / (batch - 1).max(1) as f64
+                    };
                     for n in 0..nn {
+                        if explorer {
+                            logits[n * batch + b] = 0.0;
+                        }
                         logits[n * batch + b] += (sd * normal(rng)) as f32;
                     }
                 }
