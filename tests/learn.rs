@@ -393,3 +393,20 @@ fn shipped_train_cost_config_matches_the_defaults() {
     let cfg: TrainCostConfig = smoothe::config::load_section(&path, "train-cost").unwrap();
     assert_eq!(cfg, TrainCostConfig::default());
 }
+
+#[test]
+fn shipped_model_loads_and_drives_extraction() {
+    let graph = repo("datasets/esyn/mul3.json");
+    let model = repo("models/mul3-abc-area.safetensors");
+    let loaded = Mlp::load(Path::new(&model), &candle_core::Device::Cpu).unwrap();
+    assert!(loaded.meta.report.holdout_spearman > 0.5, "{:?}", loaded.meta.report);
+    let dir = fresh_dir("shipped");
+    let out = dir.join("e.json");
+    let (code, _, stderr) = cli(&[
+        "extract", "--method", "smoothe", "--model", &model, "--steps", "50", "--time-limit", "0", "-q", "-o",
+        out.to_str().unwrap(), &graph,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+}
