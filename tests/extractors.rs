@@ -48,16 +48,7 @@ fn tree_and_dag_greedy_differ_on_shared_subterm() {
 #[test]
 fn cycle_is_avoided() {
     // A -> B and B -> A cheaply; at least one must take its expensive leaf.
-    let text = graph_json(
-        &[
-            ("r", "R", 1.0, &["a1", "b1"]),
-            ("a1", "A", 1.0, &["b1"]),
-            ("a2", "A", 10.0, &[]),
-            ("b1", "B", 1.0, &["a1"]),
-            ("b2", "B", 10.0, &[]),
-        ],
-        &["R"],
-    );
+    let text = cheap_cycle_json();
     for method in extract::METHODS {
         let out = run_method(&text, method, 3);
         assert!(out.dag_cost >= 12.0, "{method}: {}", out.dag_cost);

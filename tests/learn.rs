@@ -403,8 +403,19 @@ fn shipped_model_loads_and_drives_extraction() {
     let dir = fresh_dir("shipped");
     let out = dir.join("e.json");
     let (code, _, stderr) = cli(&[
-        "extract", "--method", "smoothe", "--model", &model, "--steps", "50", "--time-limit", "0", "-q", "-o",
-        out.to_str().unwrap(), &graph,
+        "extract",
+        "--method",
+        "smoothe",
+        "--model",
+        &model,
+        "--steps",
+        "50",
+        "--time-limit",
+        "0",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        &graph,
     ]);
     assert_eq!(code, 0, "{stderr}");
     let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);

@@ -27,16 +27,7 @@ fn greedy_best(text: &str) -> f64 {
 
 #[test]
 fn finds_the_optimum_greedy_misses_on_a_cycle() {
-    let text = graph_json(
-        &[
-            ("r", "R", 1.0, &["a1", "b1"]),
-            ("a1", "A", 1.0, &["b1"]),
-            ("a2", "A", 10.0, &[]),
-            ("b1", "B", 1.0, &["a1"]),
-            ("b2", "B", 10.0, &[]),
-        ],
-        &["R"],
-    );
+    let text = cheap_cycle_json();
     let g = graph(&text);
     let p = preprocess(&g).unwrap();
     let out = extract::run(&quick(0), &g, &p).unwrap();

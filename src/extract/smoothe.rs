@@ -313,13 +313,8 @@ impl SmoothE {
         let mut restarts = 0usize;
         let deadline = (cfg.time_limit > 0.0).then(|| start + std::time::Duration::from_secs_f64(cfg.time_limit));
         let polish = |best: &mut Candidate, trajectory: &mut Vec<(f64, f64)>, seconds_to_best: &mut f64| {
-            let (polished, cost) = local_search::improve(
-                g,
-                &best.extraction,
-                &|e| model.cost_of(e),
-                cfg.polish_passes,
-                deadline,
-            );
+            let (polished, cost) =
+                local_search::improve(g, &best.extraction, &|e| model.cost_of(e), cfg.polish_passes, deadline);
             if cost < best.cost {
                 *best = Candidate { extraction: polished, cost, had_cycle: false };
                 *seconds_to_best = start.elapsed().as_secs_f64();
@@ -467,11 +462,8 @@ impl SmoothE {
                 let explorers = explorers.min(batch.saturating_sub(1));
                 for b in 1..batch {
                     let explorer = b >= batch - explorers;
-                    let sd = if explorer {
-                        cfg.init_noise
-                    } else {
-                        cfg.init_noise * b as f64 / (batch - 1).max(1) as f64
-                    };
+                    let sd =
+                        if explorer { cfg.init_noise } else { cfg.init_noise * b as f64 / (batch - 1).max(1) as f64 };
                     for n in 0..nn {
                         if explorer {
                             logits[n * batch + b] = 0.0;

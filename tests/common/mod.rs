@@ -137,3 +137,19 @@ pub fn shared_graph_json(seed: u64, classes: usize) -> String {
     }
     json!({"nodes": map, "root_eclasses": ["c0"]}).to_string()
 }
+
+/// R needs A and B; A and B each point cheaply at the other (a1 -> B,
+/// b1 -> A) or take an expensive leaf. Optimum 12 (one cheap, one leaf);
+/// both greedy methods settle both leaves first and get 21.
+pub fn cheap_cycle_json() -> String {
+    graph_json(
+        &[
+            ("r", "R", 1.0, &["a1", "b1"]),
+            ("a1", "A", 1.0, &["b1"]),
+            ("a2", "A", 10.0, &[]),
+            ("b1", "B", 1.0, &["a1"]),
+            ("b2", "B", 10.0, &[]),
+        ],
+        &["R"],
+    )
+}
