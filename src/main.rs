@@ -396,16 +396,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 serde_json::json!({ "real_cost": outcome.best_cost, "seed": seed }),
             )?;
             write_json(Some(&best_path), &best_json)?;
-            eprintln!("round  labels  calls  holdout-MAE  spearman  best-real  dag-greedy  linear-smoothe");
+            eprintln!("round  labels  calls  holdout-MAE  spearman  best-real    greedy  dag-greedy  linear-smoothe");
             for r in &outcome.rounds {
                 eprintln!(
-                    "{:>5}  {:>6}  {:>5}  {:>11.4}  {:>8.3}  {:>9.4}  {:>10}  {:>14}",
+                    "{:>5}  {:>6}  {:>5}  {:>11.4}  {:>8.3}  {:>9.4}  {:>8}  {:>10}  {:>14}",
                     r.round,
                     r.labels,
                     r.oracle_calls,
                     r.report.holdout_mae,
                     r.report.holdout_spearman,
                     r.best_real_cost,
+                    r.greedy_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
                     r.dag_greedy_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
                     r.linear_smoothe_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
                 );

@@ -7,7 +7,7 @@ use super::labels::LabelLog;
 use super::model::{train, Mlp, MlpCost, TrainConfig, TrainReport};
 use super::sample::perturb;
 use crate::egraph::EGraph;
-use crate::extract::{random_extraction, DagGreedy, Extractor, SmoothE};
+use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
@@ -27,7 +27,7 @@ pub struct TrainCostConfig {
     /// Extractions sampled and labelled before the first model.
     pub initial: usize,
     /// Share of uniform random samples among the initial ones (the rest
-    /// perturb the dag-greedy and linear-SmoothE results).
+    /// perturb the greedy, dag-greedy and linear-SmoothE results).
     pub uniform_fraction: f64,
     /// Active rounds after the first model.
     pub rounds: usize,
@@ -80,6 +80,8 @@ pub struct RoundSummary {
     pub report: TrainReport,
     /// Least real cost labelled so far.
     pub best_real_cost: f64,
+    /// Real cost of the (tree-cost) greedy extraction.
+    pub greedy_real_cost: Option<f64>,
     /// Real cost of the dag-greedy extraction.
     pub dag_greedy_real_cost: Option<f64>,
     /// Real cost of the linear-cost SmoothE extraction.
@@ -126,21 +128,24 @@ pub fn train_cost(
         s
     };
     // Baselines, labelled first.
+    let greedy = Greedy.extract(problem)?;
     let dag = DagGreedy.extract(problem)?;
     let linear = run_smoothe(smoothe.seed).extract(problem)?;
-    let (base_costs, _) =
-        labeler.label(log, &[problem.to_original(&dag), problem.to_original(&linear)], &mut budget)?;
-    // Initial samples: distinct, mostly perturbations of the baselines.
-    let mut seen: HashSet<Extraction> = HashSet::from([dag.clone(), linear.clone()]);
+    let bases = [greedy, dag, linear];
+    let base_originals: Vec<Extraction> = bases.iter().map(|e| problem.to_original(e)).collect();
+    let (base_costs, _) = labeler.label(log, &base_originals, &mut budget)?;
+    // Initial samples: distinct, mostly perturbations of the baselines
+    // (the real cost often favours another of them than the node costs do).
+    let mut seen: HashSet<Extraction> = bases.iter().cloned().collect();
     let mut samples = Vec::new();
-    let want = config.initial.saturating_sub(2);
+    let want = config.initial.saturating_sub(bases.len());
     let mut attempts = 0;
     while samples.len() < want && attempts < 50 * want.max(1) {
         attempts += 1;
         let e = if rng.random_bool(config.uniform_fraction.clamp(0.0, 1.0)) {
             random_extraction(g, &mut rng)
         } else {
-            let base = if rng.random_bool(0.5) { &dag } else { &linear };
+            let base = &bases[rng.random_range(0..bases.len())];
             let rate = rng.random_range(0.01..0.2);
             perturb(g, base, rate, &mut rng)
         };
@@ -160,8 +165,9 @@ pub fn train_cost(
             oracle_calls: log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count(),
             report: model.meta.report.clone(),
             best_real_cost: best,
-            dag_greedy_real_cost: base_costs[0],
-            linear_smoothe_real_cost: base_costs[1],
+            greedy_real_cost: base_costs[0],
+            dag_greedy_real_cost: base_costs[1],
+            linear_smoothe_real_cost: base_costs[2],
         })
     };
     rounds.push(summary(0, &model, log)?);
