@@ -10,6 +10,7 @@ best real area per round (plotted to learned_rounds.svg).
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,8 @@ def random_best(graph, n):
 
 
 def main():
+    # Start from an empty label log: the budget caps the log over all runs.
+    shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
     rows, curves = [], {}
     for name in CIRCUITS:

@@ -340,15 +340,6 @@ impl SmoothE {
             let penalty = out.narrow(0, nn, 1)?;
             let cost = model.expected(&probs)?;
             let loss = ((cost.sum_all()? / scale)? + (penalty.sum_all()? * penalty_weight)?)?;
-            if std::env::var("SMOOTHE_DEBUG").is_ok() && step % 20 == 0 {
-                let c: Vec<f32> = cost.to_dtype(DType::F32)?.to_vec1()?;
-                let p: Vec<f32> = penalty.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?;
-                eprintln!(
-                    "step {step} lambda {penalty_weight:.3e} cost/scale {:?} penalty {:?}",
-                    c.iter().map(|x| (*x as f64 / scale * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
-                    p.iter().map(|x| (*x * 1000.0).round() / 1000.0).collect::<Vec<_>>()
-                );
-            }
             let grads = loss.backward()?;
             opt.step(&grads)?;
             steps_done = step + 1;
