@@ -210,7 +210,7 @@ fn train_cost_resumes_after_a_kill_without_repeating_calls() {
     child.wait().unwrap();
     // Oracle calls in flight at the kill finish unrecorded; they may be
     // repeated, but nothing the log holds may be.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(2000));
     let logged: std::collections::HashSet<String> = std::fs::read_to_string(&labels)
         .unwrap()
         .lines()
