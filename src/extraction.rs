@@ -58,68 +58,23 @@ impl Extraction {
     /// extraction is valid: roots picked, chosen nodes in their classes,
     /// complete and acyclic.
     pub fn check(&self, g: &EGraph) -> std::result::Result<Vec<ClassIdx>, Defect> {
-        const NEW: u8 = 0;
-        const ON_PATH: u8 = 1;
-        const DONE: u8 = 2;
         let nc = g.num_classes();
         if self.choices.len() != nc {
             return Err(Defect::RootMissing(format!("(extraction has {} classes, e-graph {nc})", self.choices.len())));
         }
-        let mut state = vec![NEW; nc];
-        let mut order = Vec::new();
-        let mut frames: Vec<(ClassIdx, usize)> = Vec::new();
-        for &root in g.roots() {
-            if state[root as usize] == DONE {
-                continue;
-            }
-            let node = self.choices[root as usize].ok_or_else(|| Defect::RootMissing(g.class_name(root).into()))?;
-            if g.class_of(node) != root {
-                return Err(Defect::WrongClass { class: g.class_name(root).into(), node: g.node_name(node).into() });
-            }
-            state[root as usize] = ON_PATH;
-            frames.push((root, 0));
-            while let Some(&(c, pos)) = frames.last() {
-                let node = self.choices[c as usize].expect("classes on the path are chosen");
-                let kids = g.children(node);
-                if pos == kids.len() {
-                    state[c as usize] = DONE;
-                    order.push(c);
-                    frames.pop();
-                    continue;
-                }
-                if let Some(top) = frames.last_mut() {
-                    top.1 += 1;
-                }
-                let k = kids[pos];
-                match state[k as usize] {
-                    DONE => {}
-                    ON_PATH => {
-                        let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
-                        let mut path: Vec<String> =
-                            frames[from..].iter().map(|&(f, _)| g.class_name(f).to_string()).collect();
-                        path.push(g.class_name(k).to_string());
-                        return Err(Defect::Cycle(path));
+        walk_choices(
+            g,
+            &self.choices,
+            |parent, class| {
+                Err(match parent {
+                    None => Defect::RootMissing(g.class_name(class).into()),
+                    Some(node) => {
+                        Defect::ChildMissing { node: g.node_name(node).into(), child_class: g.class_name(class).into() }
                     }
-                    _ => {
-                        let Some(kn) = self.choices[k as usize] else {
-                            return Err(Defect::ChildMissing {
-                                node: g.node_name(node).into(),
-                                child_class: g.class_name(k).into(),
-                            });
-                        };
-                        if g.class_of(kn) != k {
-                            return Err(Defect::WrongClass {
-                                class: g.class_name(k).into(),
-                                node: g.node_name(kn).into(),
-                            });
-                        }
-                        state[k as usize] = ON_PATH;
-                        frames.push((k, 0));
-                    }
-                }
-            }
-        }
-        Ok(order)
+                })
+            },
+            |cycle| Err(Defect::Cycle(cycle.iter().chain(&cycle[..1]).map(|&c| g.class_name(c).to_string()).collect())),
+        )
     }
 
     /// Whether [`Extraction::check`] finds no defect.
@@ -223,4 +178,80 @@ impl Extraction {
         let value: Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", path.display()))?;
         Extraction::from_json(g, &value).with_context(|| format!("{}", path.display()))
     }
+}
+
+/// Depth-first walk over `choices` from the roots of `g`, the one traversal
+/// behind [`Extraction::check`] and the cycle finder SmoothE's decoder uses.
+/// `missing(parent, class)` is called for a needed class with no choice
+/// (`parent` is `None` for a root) and `cycle(classes)` for an edge back to
+/// a class on the current path (the cycle's classes in order); either may
+/// stop the walk with an error or let it go on past that class. A chosen
+/// node outside its class is always an error. Returns the classes reached,
+/// children before parents.
+pub(crate) fn walk_choices(
+    g: &EGraph,
+    choices: &[Option<NodeIdx>],
+    mut missing: impl FnMut(Option<NodeIdx>, ClassIdx) -> std::result::Result<(), Defect>,
+    mut cycle: impl FnMut(&[ClassIdx]) -> std::result::Result<(), Defect>,
+) -> std::result::Result<Vec<ClassIdx>, Defect> {
+    const NEW: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; g.num_classes()];
+    let mut order = Vec::new();
+    let mut frames: Vec<(ClassIdx, usize)> = Vec::new();
+    let mut path: Vec<ClassIdx> = Vec::new();
+    let wrong_class = |class: ClassIdx, node: NodeIdx| Defect::WrongClass {
+        class: g.class_name(class).into(),
+        node: g.node_name(node).into(),
+    };
+    for &root in g.roots() {
+        if state[root as usize] != NEW {
+            continue;
+        }
+        let Some(node) = choices[root as usize] else {
+            missing(None, root)?;
+            continue;
+        };
+        if g.class_of(node) != root {
+            return Err(wrong_class(root, node));
+        }
+        state[root as usize] = ON_PATH;
+        frames.push((root, 0));
+        while let Some(&(c, pos)) = frames.last() {
+            let node = choices[c as usize].expect("classes on the path are chosen");
+            let kids = g.children(node);
+            if pos == kids.len() {
+                state[c as usize] = DONE;
+                order.push(c);
+                frames.pop();
+                continue;
+            }
+            if let Some(top) = frames.last_mut() {
+                top.1 += 1;
+            }
+            let k = kids[pos];
+            match state[k as usize] {
+                DONE => {}
+                ON_PATH => {
+                    let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
+                    path.clear();
+                    path.extend(frames[from..].iter().map(|&(f, _)| f));
+                    cycle(&path)?;
+                }
+                _ => {
+                    let Some(kn) = choices[k as usize] else {
+                        missing(Some(node), k)?;
+                        continue;
+                    };
+                    if g.class_of(kn) != k {
+                        return Err(wrong_class(k, kn));
+                    }
+                    state[k as usize] = ON_PATH;
+                    frames.push((k, 0));
+                }
+            }
+        }
+    }
+    Ok(order)
 }

@@ -117,45 +117,22 @@ pub fn complete_all(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(No
     .0
 }
 
-/// Cycles among the preferred choices reachable from the roots: a
-/// depth-first walk that records, for each edge back to a class on the
-/// current path, the classes of that cycle in order. At most `limit`.
+/// Cycles among the preferred choices reachable from the roots: for each
+/// edge back to a class on the current depth-first path, the classes of
+/// that cycle in order. Classes without a preference are skipped. At most
+/// `limit`.
 pub fn choice_cycles(g: &EGraph, preferred: &[Option<NodeIdx>], limit: usize) -> Vec<Vec<ClassIdx>> {
-    const NEW: u8 = 0;
-    const ON_PATH: u8 = 1;
-    const DONE: u8 = 2;
-    let mut state = vec![NEW; g.num_classes()];
     let mut cycles = Vec::new();
-    let mut frames: Vec<(ClassIdx, usize)> = Vec::new();
-    for &root in g.roots() {
-        if state[root as usize] != NEW || preferred[root as usize].is_none() {
-            continue;
-        }
-        state[root as usize] = ON_PATH;
-        frames.push((root, 0));
-        while let Some(&(c, pos)) = frames.last() {
-            let kids = preferred[c as usize].map_or(&[][..], |n| g.children(n));
-            if pos == kids.len() {
-                state[c as usize] = DONE;
-                frames.pop();
-                continue;
+    let _ = crate::extraction::walk_choices(
+        g,
+        preferred,
+        |_, _| Ok(()),
+        |cycle| {
+            if cycles.len() < limit {
+                cycles.push(cycle.to_vec());
             }
-            if let Some(top) = frames.last_mut() {
-                top.1 += 1;
-            }
-            let k = kids[pos];
-            match state[k as usize] {
-                ON_PATH if cycles.len() < limit => {
-                    let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
-                    cycles.push(frames[from..].iter().map(|&(f, _)| f).collect());
-                }
-                NEW if preferred[k as usize].is_some() => {
-                    state[k as usize] = ON_PATH;
-                    frames.push((k, 0));
-                }
-                _ => {}
-            }
-        }
-    }
+            Ok(())
+        },
+    );
     cycles
 }
