@@ -27,13 +27,9 @@ PUBLISHED = {"diospyros": (0.1, 0.1), "flexc": (0.2, 0.7), "impress": (0.0, None
 
 
 def references():
-    refs = {}
-    path = SHARED / "reference" / "paper_costs.csv"
-    if path.exists():
-        for row in csv.DictReader(open(path)):
-            refs[(row["suite"], row["instance"])] = row
-            refs[(row["suite"], row["instance"].removeprefix("spec."))] = row
-    return refs
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from baselines import reference_costs
+    return reference_costs()
 
 
 def run(graph, method):

@@ -204,13 +204,8 @@ impl EGraph {
     /// A short stable fingerprint of the graph's structure and costs
     /// (FNV-1a over ids, ops, costs and edges), for tying artefacts to it.
     pub fn fingerprint(&self) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for &b in bytes {
-                h ^= b as u64;
-                h = h.wrapping_mul(0x100_0000_01b3);
-            }
-        };
+        let mut bytes = Vec::new();
+        let mut eat = |b: &[u8]| bytes.extend_from_slice(b);
         for n in 0..self.num_nodes() as u32 {
             eat(self.node_name(n).as_bytes());
             eat(&[0]);
@@ -225,6 +220,17 @@ impl EGraph {
         for &r in &self.roots {
             eat(&r.to_le_bytes());
         }
-        format!("{h:016x}")
+        hash_hex(&bytes)
     }
+}
+
+/// FNV-1a 64-bit hash of `bytes`, as 16 hex digits: the stable hash behind
+/// e-graph fingerprints and the label log's keys.
+pub fn hash_hex(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    format!("{h:016x}")
 }

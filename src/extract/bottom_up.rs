@@ -103,18 +103,11 @@ pub fn finalise_bottom_up(
 /// `preferred[c]` is the preferred node of class `c` (if any); `score(n)`
 /// ranks alternatives (larger is better).
 pub fn complete_acyclic(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
-    let all = complete_all(g, preferred, score);
-    all.restricted_to_reachable(g).unwrap_or(all)
-}
-
-/// Like [`complete_acyclic`], but keeps a choice for every class that has
-/// an acyclic one, reachable from the roots or not.
-pub fn complete_all(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
-    finalise_bottom_up(g, |n, _| {
+    let (all, _) = finalise_bottom_up(g, |n, _| {
         let c = g.class_of(n) as usize;
         (NodeKey { preferred: preferred[c] == Some(n), score: score(n) }, 0.0)
-    })
-    .0
+    });
+    all.restricted_to_reachable(g).unwrap_or(all)
 }
 
 /// Cycles among the preferred choices reachable from the roots: for each

@@ -10,6 +10,7 @@
 //! better of `greedy` and `dag-greedy`, so it never returns anything worse.
 
 use super::bottom_up::{choice_cycles, complete_acyclic};
+use super::random::standard_normal as normal;
 use super::{local_search, DagGreedy, Extractor, Greedy};
 use crate::cost::{CostModel, LinearCost};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
@@ -497,13 +498,6 @@ impl SmoothE {
         );
         Some(bar)
     }
-}
-
-/// A standard normal draw (Box-Muller).
-fn normal(rng: &mut impl Rng) -> f64 {
-    let u1: f64 = rng.random_range(1e-12..1.0);
-    let u2: f64 = rng.random();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
 impl Extractor for SmoothE {

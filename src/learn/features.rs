@@ -5,7 +5,7 @@
 use crate::egraph::NodeIdx;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Result, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// Which features a model reads.
@@ -134,11 +134,5 @@ impl Featurizer {
                 node_prob.t()?.contiguous()?.matmul(&m)
             }
         }
-    }
-
-    /// The feature matrix of many extractions, `[rows, features]`, f32.
-    pub fn batch(&self, rows: &[Vec<f32>], device: &Device) -> Result<Tensor> {
-        let flat: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
-        Tensor::from_vec(flat, (rows.len(), self.dim()), device)?.to_dtype(DType::F32)
     }
 }

@@ -14,15 +14,7 @@ use crate::extraction::Extraction;
 use anyhow::Result;
 use serde_json::{json, Value};
 
-/// FNV-1a 64-bit hash of `bytes`, as 16 hex digits.
-pub fn hash_hex(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
+pub use crate::egraph::hash_hex;
 
 /// Canonical hash of a valid extraction of `g`: the sorted (class id,
 /// node id) pairs of the classes reachable from the roots, in original ids.

@@ -3,6 +3,7 @@
 
 use super::features::{FeatureLayout, Featurizer};
 use crate::cost::{CostModel, LinearCost};
+use crate::extract::standard_normal as normal;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Context, Result};
@@ -10,7 +11,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
@@ -87,12 +88,6 @@ impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig { hidden: 64, epochs: 3000, learning_rate: 3e-3, weight_decay: 1e-3, patience: 300, holdout: 0.2 }
     }
-}
-
-fn normal(rng: &mut StdRng) -> f64 {
-    let u1: f64 = rng.random_range(1e-12..1.0);
-    let u2: f64 = rng.random();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
 impl Mlp {
