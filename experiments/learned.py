@@ -19,10 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "datasets"
-BIN = ROOT / "target" / "release" / "smoothe"
+BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
 ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
 BUDGET = int(os.environ.get("BUDGET", "300"))
 JOBS = int(os.environ.get("JOBS", "2"))
+PAR = int(os.environ.get("PAR", "2"))
 CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
     [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
 OUT = ROOT / "experiments" / "out" / "learned"
@@ -38,41 +39,46 @@ def extract(graph, method, seed, path):
                    check=True, capture_output=True)
 
 
-def random_best(graph, n):
+def random_best(graph, n, jobs):
     with tempfile.TemporaryDirectory() as d:
         def one(seed):
             path = Path(d) / f"r{seed}.json"
             extract(graph, "random", seed, path)
             return oracle(graph, path)
-        with ThreadPoolExecutor(JOBS) as pool:
+        with ThreadPoolExecutor(jobs) as pool:
             costs = [c for c in pool.map(one, range(n)) if c is not None]
     return min(costs) if costs else None
+
+
+def run_circuit(name):
+    graph = SHARED / f"{name}.json"
+    stem = name.replace("/", "_")
+    model = OUT / f"{stem}.safetensors"
+    labels = OUT / f"{stem}.labels.jsonl"
+    cmd = [str(BIN), "train-cost", "--oracle", str(ORACLE), "--budget", str(BUDGET), "--jobs", str(max(1, JOBS // PAR)),
+           "-q", "--out", str(model), "--labels", str(labels), str(graph)]
+    print(" ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True)
+    rounds = json.load(open(model.with_suffix(".rounds.json")))
+    last = rounds[-1]
+    rand = random_best(graph, BUDGET, max(1, JOBS // PAR))
+    row = dict(circuit=name, greedy=last["greedy_real_cost"], dag_greedy=last["dag_greedy_real_cost"],
+               linear_smoothe=last["linear_smoothe_real_cost"], best_random=rand,
+               learned=last["best_real_cost"], oracle_calls=last["oracle_calls"],
+               holdout_spearman=last["report"]["holdout_spearman"], holdout_mae=last["report"]["holdout_mae"])
+    print(row, file=sys.stderr)
+    return row, [(r["oracle_calls"], r["best_real_cost"]) for r in rounds]
 
 
 def main():
     # Start from an empty label log: the budget caps the log over all runs.
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    rows, curves = [], {}
-    for name in CIRCUITS:
-        graph = SHARED / f"{name}.json"
-        stem = name.replace("/", "_")
-        model = OUT / f"{stem}.safetensors"
-        labels = OUT / f"{stem}.labels.jsonl"
-        cmd = [str(BIN), "train-cost", "--oracle", str(ORACLE), "--budget", str(BUDGET), "--jobs", str(JOBS),
-               "-q", "--out", str(model), "--labels", str(labels), str(graph)]
-        print(" ".join(cmd), file=sys.stderr)
-        subprocess.run(cmd, check=True)
-        rounds = json.load(open(model.with_suffix(".rounds.json")))
-        last = rounds[-1]
-        rand = random_best(graph, BUDGET)
-        row = dict(circuit=name, greedy=last["greedy_real_cost"], dag_greedy=last["dag_greedy_real_cost"],
-                   linear_smoothe=last["linear_smoothe_real_cost"], best_random=rand,
-                   learned=last["best_real_cost"], oracle_calls=last["oracle_calls"],
-                   holdout_spearman=last["report"]["holdout_spearman"], holdout_mae=last["report"]["holdout_mae"])
-        rows.append(row)
-        curves[name] = [(r["oracle_calls"], r["best_real_cost"]) for r in rounds]
-        print(row, file=sys.stderr)
+    # Circuits run PAR at a time, each with JOBS // PAR parallel oracle calls.
+    with ThreadPoolExecutor(PAR) as pool:
+        results = list(pool.map(run_circuit, CIRCUITS))
+    rows = [r for r, _ in results]
+    curves = {r["circuit"]: c for r, c in results}
     with open(ROOT / "experiments" / "learned.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()

@@ -92,9 +92,14 @@ enum Command {
         /// Active rounds.
         #[arg(long)]
         rounds: Option<usize>,
-        /// New extractions from SmoothE labelled per round.
+        /// Extractions the model picks for labelling per round (up to half
+        /// from SmoothE against the model, the rest from screened small moves).
         #[arg(long)]
         per_round: Option<usize>,
+        /// Small moves around the best labelled extractions screened by the
+        /// model per round.
+        #[arg(long)]
+        screen: Option<usize>,
         /// Exploratory perturbations labelled per round.
         #[arg(long)]
         explore: Option<usize>,
@@ -335,6 +340,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             initial,
             rounds,
             per_round,
+            screen,
             explore,
             features,
             smoothe_steps,
@@ -359,7 +365,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ($($flag:ident => $field:ident),*) => { $( if let Some(v) = $flag { cfg.$field = v; } )* };
             }
             set!(budget => budget, initial => initial, rounds => rounds, per_round => per_round,
-                 explore => explore, features => features, smoothe_steps => smoothe_steps);
+                 screen => screen, explore => explore, features => features, smoothe_steps => smoothe_steps);
             if !(timeout > 0.0 && timeout.is_finite()) {
                 anyhow::bail!("--timeout must be a positive number of seconds");
             }

@@ -421,3 +421,27 @@ fn shipped_model_loads_and_drives_extraction() {
     let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+#[test]
+fn samplers_give_valid_extractions_near_their_parents() {
+    use rand::SeedableRng;
+    use smoothe::extract::{DagGreedy, Extractor, Greedy};
+    use smoothe::learn::sample::{crossover, nudge, perturb};
+    let mut moved = 0;
+    let trials = 200;
+    for seed in 0..trials {
+        let g = graph(&random_graph_json(seed, 12, false));
+        let Ok(problem) = smoothe::preprocess::preprocess(&g) else { continue };
+        let pg = &problem.graph;
+        let (Ok(a), Ok(b)) = (Greedy.extract(&problem), DagGreedy.extract(&problem)) else { continue };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        assert_eq!(nudge(pg, &a, 0, &mut rng), a, "seed {seed}: no move keeps the parent");
+        assert_eq!(crossover(pg, &b, &b, &mut rng), b, "seed {seed}: crossing a parent with itself keeps it");
+        let near = nudge(pg, &a, 1, &mut rng);
+        moved += usize::from(near != a);
+        for e in [near, nudge(pg, &a, 5, &mut rng), perturb(pg, &b, 0.3, &mut rng), crossover(pg, &a, &b, &mut rng)] {
+            e.check(pg).unwrap_or_else(|d| panic!("seed {seed}: invalid sample: {d}"));
+        }
+    }
+    assert!(moved > trials as usize / 4, "one-class moves changed only {moved} of {trials} extractions");
+}

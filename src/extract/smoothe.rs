@@ -255,19 +255,22 @@ impl SmoothE {
     /// Optimises `model` over `problem`, returning the best valid
     /// extraction found and details (trajectory, steps, timings).
     pub fn optimise(&self, problem: &Reduced, model: &dyn CostModel) -> Result<(Extraction, Map<String, Value>)> {
-        let (best, _, details) = self.optimise_pool(problem, model, 0)?;
+        let (best, _, details) = self.optimise_pool(problem, model, 0, &[])?;
         Ok((best, details))
     }
 
     /// Like [`SmoothE::optimise`], also returning up to `pool` distinct
     /// decoded extractions with the lowest model cost seen (best first),
-    /// for active learning.
+    /// for active learning. `starts` (valid extractions of `problem`) join
+    /// greedy and dag-greedy as candidate starting points; the cheapest by
+    /// the model is used.
     #[allow(clippy::type_complexity)]
     pub fn optimise_pool(
         &self,
         problem: &Reduced,
         model: &dyn CostModel,
         pool: usize,
+        starts: &[Extraction],
     ) -> Result<(Extraction, Vec<(Extraction, f64)>, Map<String, Value>)> {
         let mut kept: Vec<(Extraction, f64)> = Vec::new();
         let cfg = &self.config;
@@ -282,13 +285,14 @@ impl SmoothE {
         let nn = g.num_nodes();
         let batch = cfg.batch_for(g);
         // Start from the better of the two greedy methods, by this model.
-        let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?];
-        let (init_idx, init) = starts
+        let mut all_starts = vec![Greedy.extract(problem)?, DagGreedy.extract(problem)?];
+        all_starts.extend(starts.iter().cloned());
+        let (init_idx, init) = all_starts
             .iter()
             .enumerate()
             .min_by(|a, b| model.cost_of(a.1).total_cmp(&model.cost_of(b.1)))
             .expect("two starts");
-        let init_method = ["greedy", "dag-greedy"][init_idx];
+        let init_method = ["greedy", "dag-greedy"].get(init_idx).copied().unwrap_or("given");
         let init_cost = model.cost_of(init);
         let mut best = Candidate { extraction: init.clone(), cost: init_cost, had_cycle: false };
         let mut trajectory = vec![(start.elapsed().as_secs_f64(), init_cost)];

@@ -5,7 +5,7 @@ use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::model::{train, Mlp, MlpCost, TrainConfig, TrainReport};
-use super::sample::perturb;
+use super::sample::{crossover, nudge, perturb};
 use crate::egraph::EGraph;
 use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::Extraction;
@@ -13,9 +13,15 @@ use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
 use candle_core::Device;
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+
+/// Best labelled extractions that candidates are drawn around.
+const PARENTS: usize = 8;
+/// Most classes one small move switches.
+const MAX_MOVES: usize = 8;
 
 /// Settings of the learned-cost loop; `configs/train-cost.toml` holds the
 /// defaults.
@@ -31,10 +37,15 @@ pub struct TrainCostConfig {
     pub uniform_fraction: f64,
     /// Active rounds after the first model.
     pub rounds: usize,
-    /// Best distinct extractions SmoothE finds against the model, labelled
-    /// per round.
+    /// Extractions the model picks for labelling per round: up to half
+    /// from SmoothE's best distinct decodes against the model, the rest
+    /// from small moves around the best labelled extractions.
     pub per_round: usize,
-    /// Exploratory perturbations of the best labelled extraction, per round.
+    /// Small moves (1 to 8 classes switched) around the best labelled
+    /// extractions that the model screens per round.
+    pub screen: usize,
+    /// Exploratory perturbations of the best labelled extraction, per round
+    /// (not screened by the model).
     pub explore: usize,
     /// Features the model reads.
     pub features: FeatureKind,
@@ -52,10 +63,11 @@ impl Default for TrainCostConfig {
     fn default() -> Self {
         TrainCostConfig {
             budget: 300,
-            initial: 120,
+            initial: 60,
             uniform_fraction: 0.2,
-            rounds: 6,
+            rounds: 8,
             per_round: 20,
+            screen: 2000,
             explore: 10,
             features: FeatureKind::Selection,
             linear_weight: 0.0,
@@ -176,16 +188,34 @@ pub fn train_cost(
             break;
         }
         let cost = MlpCost::new(model.clone(), problem, original, config.linear_weight, device)?;
-        let (_, pool, _) = run_smoothe(smoothe.seed + round as u64).optimise_pool(problem, &cost, config.per_round)?;
-        let mut batch: Vec<Extraction> = pool.into_iter().map(|(e, _)| e).filter(|e| seen.insert(e.clone())).collect();
-        // Exploration around the best labelled extraction.
-        if let Some(best) = best_labelled(original, problem, log, &fingerprint, &oracle_id)? {
-            for _ in 0..config.explore {
-                let e = perturb(g, &best, rng.random_range(0.01..0.05), &mut rng);
-                if seen.insert(e.clone()) {
-                    batch.push(e);
-                }
+        let mut labelled = dataset(original, problem, log, &fingerprint, &oracle_id)?;
+        labelled.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for (e, _) in &labelled {
+            seen.insert(e.clone());
+        }
+        let parents: Vec<Extraction> = labelled.into_iter().take(PARENTS).map(|(e, _)| e).collect();
+        let (_, pool, _) =
+            run_smoothe(smoothe.seed + round as u64).optimise_pool(problem, &cost, config.per_round, &parents[..1])?;
+        let mut batch: Vec<Extraction> = Vec::new();
+        for (e, _) in pool {
+            let e = e.restricted_to_reachable(g)?;
+            if batch.len() < config.per_round / 4 && seen.insert(e.clone()) {
+                batch.push(e);
             }
+        }
+        // The model screens a mix of new candidates; a few of them are also
+        // labelled unscreened, so the data keep an unbiased view.
+        let mut candidates = screening_pool(g, &parents, config.screen, &seen, &mut rng);
+        let predicted = cost.costs_of(&candidates)?;
+        let mut order: Vec<usize> = (0..candidates.len()).collect();
+        order.sort_by(|&a, &b| predicted[a].total_cmp(&predicted[b]));
+        let picked = config.per_round.saturating_sub(batch.len()).min(order.len());
+        order[picked..].shuffle(&mut rng);
+        for &i in order.iter().take(picked + config.explore) {
+            batch.push(std::mem::replace(&mut candidates[i], Extraction::empty(0)));
+        }
+        for e in &batch {
+            seen.insert(e.clone());
         }
         let originals: Vec<Extraction> = batch.iter().map(|e| problem.to_original(e)).collect();
         labeler.label(log, &originals, &mut budget)?;
@@ -198,6 +228,37 @@ pub fn train_cost(
     let best = problem.to_original(&best).restricted_to_reachable(original)?;
     let best_cost = rounds.last().map_or(f64::INFINITY, |r| r.best_real_cost);
     Ok(TrainCostOutcome { model, rounds, best, best_cost })
+}
+
+/// `size` distinct candidates not in `seen`: in equal shares, small moves
+/// (1 to 8 classes switched) and perturbations (1-20% of classes) of the
+/// `parents` (the best labelled, best first), crossovers of two parents,
+/// and uniform random extractions.
+fn screening_pool(
+    g: &EGraph,
+    parents: &[Extraction],
+    size: usize,
+    seen: &HashSet<Extraction>,
+    rng: &mut StdRng,
+) -> Vec<Extraction> {
+    let mut fresh: HashSet<Extraction> = HashSet::new();
+    let mut out = Vec::new();
+    for i in 0..size * 2 {
+        if out.len() == size {
+            break;
+        }
+        let parent = &parents[rng.random_range(0..parents.len())];
+        let e = match i % 4 {
+            0 => nudge(g, parent, rng.random_range(1..=MAX_MOVES), rng),
+            1 => perturb(g, parent, rng.random_range(0.01..0.2), rng),
+            2 => crossover(g, parent, &parents[rng.random_range(0..parents.len())], rng),
+            _ => random_extraction(g, rng),
+        };
+        if !seen.contains(&e) && fresh.insert(e.clone()) {
+            out.push(e);
+        }
+    }
+    out
 }
 
 /// The labelled extractions of this graph and oracle, as reduced-graph

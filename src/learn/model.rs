@@ -106,6 +106,11 @@ impl Mlp {
         (h.squeeze(1)? * self.meta.target_std)? + self.meta.target_mean
     }
 
+    /// The device holding the weights.
+    pub fn device(&self) -> &Device {
+        self.layers[0].0.device()
+    }
+
     /// Writes weights and metadata to one safetensors file.
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut tensors: HashMap<String, Tensor> = HashMap::new();
@@ -381,11 +386,29 @@ impl MlpCost {
         Ok(MlpCost { mlp, featurizer, linear })
     }
 
-    /// The model's prediction for one extraction of the reduced graph.
-    pub fn predict_one(&self, extraction: &Extraction) -> Result<f64> {
-        let x = self.featurizer.of_extraction(extraction);
-        let t = Tensor::from_vec(x, (1, self.featurizer.dim()), &Device::Cpu)?;
-        Ok(self.mlp.predict(&t)?.to_dtype(DType::F64)?.to_vec1::<f64>()?[0])
+    /// The model's predictions (without the linear term) for extractions
+    /// of the reduced graph, batched.
+    pub fn predict(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
+        let f = self.featurizer.dim();
+        let device = self.mlp.device();
+        let mut out = Vec::with_capacity(extractions.len());
+        for chunk in extractions.chunks(256) {
+            let x: Vec<f32> = chunk.iter().flat_map(|e| self.featurizer.of_extraction(e)).collect();
+            let t = Tensor::from_vec(x, (chunk.len(), f), device)?;
+            out.extend(self.mlp.predict(&t)?.to_dtype(DType::F64)?.to_vec1::<f64>()?);
+        }
+        Ok(out)
+    }
+
+    /// The objective (model plus weighted linear cost) of each extraction.
+    pub fn costs_of(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
+        let mut y = self.predict(extractions)?;
+        if let Some((l, w)) = &self.linear {
+            for (y, e) in y.iter_mut().zip(extractions) {
+                *y += w * l.cost_of(e);
+            }
+        }
+        Ok(y)
     }
 }
 
@@ -405,10 +428,6 @@ impl CostModel for MlpCost {
         }
     }
     fn cost_of(&self, extraction: &Extraction) -> f64 {
-        let y = self.predict_one(extraction).unwrap_or(f64::INFINITY);
-        match &self.linear {
-            Some((l, w)) => y + w * l.cost_of(extraction),
-            None => y,
-        }
+        self.costs_of(std::slice::from_ref(extraction)).map_or(f64::INFINITY, |y| y[0])
     }
 }
