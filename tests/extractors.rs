@@ -138,3 +138,38 @@ fn larger_random_graphs_are_valid() {
         }
     }
 }
+
+/// A and B can each switch to a node over the shared S; either switch alone
+/// costs more (S is dearer than the leaf it replaces), both together less.
+fn sharing_pays_only_together() -> String {
+    graph_json(
+        &[
+            ("r", "R", 0.0, &["a1", "b1"]),
+            ("a1", "A", 1.0, &["x"]),
+            ("a2", "A", 1.0, &["s"]),
+            ("b1", "B", 1.0, &["y"]),
+            ("b2", "B", 1.0, &["s"]),
+            ("x", "X", 1.0, &[]),
+            ("y", "Y", 1.0, &[]),
+            ("s", "S", 1.5, &[]),
+        ],
+        &["R"],
+    )
+}
+
+#[test]
+fn local_search_makes_moves_that_only_pay_together() {
+    let original = graph(&sharing_pays_only_together());
+    let p = preprocess(&original).unwrap();
+    let g = &p.graph;
+    let greedy = extract::Greedy.extract(&p).unwrap();
+    assert_eq!(greedy.dag_cost(g).unwrap(), 4.0, "greedy takes the private leaves");
+    let cost = |e: &smoothe::extraction::Extraction| e.dag_cost(g).unwrap_or(f64::INFINITY);
+    let (single, _) = extract::local_search::improve(g, &greedy, &cost, 0, None);
+    assert_eq!(single.dag_cost(g).unwrap(), 4.0, "no passes, no change");
+    let (polished, polished_cost) = extract::local_search::improve(g, &greedy, &cost, 10, None);
+    polished.check(g).expect("valid");
+    assert_eq!((polished.dag_cost(g).unwrap(), polished_cost), (3.5, 3.5));
+    // And SmoothE, which polishes its best decode the same way, finds it.
+    assert_eq!(run_method(&sharing_pays_only_together(), "smoothe", 0).dag_cost, 3.5);
+}

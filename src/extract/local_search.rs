@@ -2,7 +2,7 @@
 //! extraction under any cost.
 
 use super::bottom_up::{finalise_bottom_up, NodeKey};
-use crate::egraph::{ClassIdx, EGraph};
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extraction::Extraction;
 use std::time::Instant;
 
@@ -24,8 +24,56 @@ fn complete_in_context(g: &EGraph, current: &Extraction, reached: &[bool]) -> Ex
     .0
 }
 
+/// A move that single switches cannot make: bring in one class `k` the
+/// extraction does not use yet and redirect, at once, every used class
+/// that has a node no dearer (by node cost) than its current one whose
+/// only new child class is `k`. Sharing `k` pays only when several classes
+/// switch together; each switch alone costs as much as it saves. Returns
+/// the first such move (in `full`'s context) with `cost` below `below`.
+fn sharing_move(
+    g: &EGraph,
+    full: &Extraction,
+    reached: &[bool],
+    cost: &dyn Fn(&Extraction) -> f64,
+    below: f64,
+    deadline: Option<Instant>,
+) -> Option<(Extraction, f64)> {
+    let mut users: Vec<Vec<(ClassIdx, NodeIdx)>> = vec![Vec::new(); g.num_classes()];
+    for c in (0..g.num_classes()).filter(|&c| reached[c]) {
+        let current = full.choices[c]?;
+        for &n in g.class_nodes(c as ClassIdx) {
+            if n == current || g.cost(n) > g.cost(current) {
+                continue;
+            }
+            let mut new_kids = g.children(n).iter().filter(|&&k| !reached[k as usize]);
+            if let (Some(&k), None) = (new_kids.next(), new_kids.next()) {
+                if users[k as usize].last().is_none_or(|&(last, _)| last != c as ClassIdx) {
+                    users[k as usize].push((c as ClassIdx, n));
+                }
+            }
+        }
+    }
+    for switches in users.iter().filter(|u| u.len() >= 2) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        let mut trial = full.clone();
+        for &(c, n) in switches {
+            trial.choices[c as usize] = Some(n);
+        }
+        if trial.is_valid(g) {
+            let trial_cost = cost(&trial);
+            if trial_cost < below {
+                return Some((trial.restricted_to_reachable(g).unwrap_or(trial), trial_cost));
+            }
+        }
+    }
+    None
+}
+
 /// Repeatedly switches one picked class to another of its nodes when that
-/// keeps the extraction valid and lowers `cost`. Classes a switch newly
+/// keeps the extraction valid and lowers `cost`, or else makes a sharing
+/// move (see `sharing_move`) that lowers it. Classes a switch newly
 /// needs are chosen in context (see `complete_in_context`, recomputed each
 /// pass). Stops at a local optimum, after `max_passes` passes, or at
 /// `deadline`. Returns the improved extraction (reachable classes only) and
@@ -71,7 +119,9 @@ pub fn improve(
             }
         }
         if !improved {
-            break;
+            let below = best_cost - 1e-12 * best_cost.abs().max(1.0);
+            let Some((shared, shared_cost)) = sharing_move(g, &full, &reached, cost, below, deadline) else { break };
+            (best, best_cost) = (shared, shared_cost);
         }
     }
     (best, best_cost)

@@ -29,6 +29,10 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+
+/// Share of `time_limit` spent on gradient steps; the rest is left for
+/// polishing the best extraction by local search.
+const SEARCH_SHARE: f64 = 0.9;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
@@ -72,7 +76,8 @@ pub struct SmoothEConfig {
     pub patience: usize,
     /// Restarts around the best extraction so far after a plateau.
     pub restarts: usize,
-    /// Wall-clock limit in seconds for the optimisation (0: none).
+    /// Wall-clock limit in seconds for the optimisation (0: none); the last
+    /// tenth is left for the final local search.
     pub time_limit: f64,
     /// Seeds optimised together (0: chosen from the graph size).
     pub batch: usize,
@@ -405,14 +410,15 @@ impl SmoothE {
                 penalty_weight = cfg.penalty_weight;
                 (params, opt) = self.fresh_start(g, &best.extraction, batch, &mut rng)?;
             }
-            if cfg.time_limit > 0.0 && elapsed >= cfg.time_limit {
+            if cfg.time_limit > 0.0 && elapsed >= SEARCH_SHARE * cfg.time_limit {
                 break;
             }
         }
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
-        // Polish the best decoded extraction with single-class switches.
+        // Polish the best decoded extraction with single-class switches and
+        // sharing moves, in the time left.
         polish(&mut best, &mut trajectory, &mut seconds_to_best);
         let mut details = Map::new();
         details.insert("start_method".into(), json!(init_method));
