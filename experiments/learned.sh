@@ -4,7 +4,8 @@
 # experiments/learned.md and experiments/learned_rounds.svg.
 #   experiments/learned.sh                       # budget 300 per circuit
 #   BUDGET=100 CIRCUITS="esyn/mul3" experiments/learned.sh
+#   python3 experiments/learned.py --report      # redraw the table and plot only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-exec python3 experiments/learned.py
+exec python3 experiments/learned.py "$@"

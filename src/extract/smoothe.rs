@@ -103,7 +103,7 @@ pub struct SmoothEConfig {
     /// Share of seeds that start from noise alone instead of near the
     /// greedy extraction (logits parameterisation).
     pub explore_seeds: f64,
-    /// Passes of single-class-switch hill climbing on the final result
+    /// Passes of hill climbing (single-class switches, sharing moves) on the final result
     /// (0: none).
     pub polish_passes: usize,
     /// Fixed-point tolerance inside cyclic components.
