@@ -92,15 +92,15 @@ enum Command {
         /// Active rounds.
         #[arg(long)]
         rounds: Option<usize>,
-        /// Extractions the model picks for labelling per round (up to half
-        /// from SmoothE against the model, the rest from screened small moves).
+        /// Extractions the model picks for labelling per round (up to a
+        /// quarter from SmoothE against the model, the rest screened).
         #[arg(long)]
         per_round: Option<usize>,
-        /// Small moves around the best labelled extractions screened by the
-        /// model per round.
+        /// Candidates (moves, perturbations and crossovers of the best
+        /// labelled extractions, uniform random ones) the model screens per round.
         #[arg(long)]
         screen: Option<usize>,
-        /// Exploratory perturbations labelled per round.
+        /// Screened candidates labelled per round at random, unranked.
         #[arg(long)]
         explore: Option<usize>,
         /// Features of the model.

@@ -29,13 +29,13 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Share of `time_limit` spent on gradient steps; the rest is left for
 /// polishing the best extraction by local search.
 const SEARCH_SHARE: f64 = 0.9;
-use std::io::IsTerminal;
-use std::sync::Arc;
-use std::time::Instant;
 
 /// Which optimiser updates the parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

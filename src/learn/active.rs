@@ -37,15 +37,16 @@ pub struct TrainCostConfig {
     pub uniform_fraction: f64,
     /// Active rounds after the first model.
     pub rounds: usize,
-    /// Extractions the model picks for labelling per round: up to half
-    /// from SmoothE's best distinct decodes against the model, the rest
-    /// from small moves around the best labelled extractions.
+    /// Extractions labelled per round by the model's choice: up to a
+    /// quarter are SmoothE's best distinct decodes against the model, the
+    /// rest the best predicted of the screened candidates.
     pub per_round: usize,
-    /// Small moves (1 to 8 classes switched) around the best labelled
-    /// extractions that the model screens per round.
+    /// Candidates the model screens per round: small moves, perturbations
+    /// and crossovers of the best labelled extractions, and uniform random
+    /// ones, in equal shares.
     pub screen: usize,
-    /// Exploratory perturbations of the best labelled extraction, per round
-    /// (not screened by the model).
+    /// Screened candidates labelled per round at random, whatever the model
+    /// predicts (keeps an unbiased view of the pool in the data).
     pub explore: usize,
     /// Features the model reads.
     pub features: FeatureKind,
