@@ -445,3 +445,24 @@ fn samplers_give_valid_extractions_near_their_parents() {
     }
     assert!(moved > trials as usize / 4, "one-class moves changed only {moved} of {trials} extractions");
 }
+
+#[test]
+fn batched_predictions_match_one_at_a_time() {
+    use rand::SeedableRng;
+    use smoothe::cost::CostModel;
+    use smoothe::learn::model::MlpCost;
+    let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
+    let problem = smoothe::preprocess::preprocess(&original).unwrap();
+    let mlp = Mlp::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &candle_core::Device::Cpu).unwrap();
+    let cost = MlpCost::new(mlp, &problem, &original, 0.5, &candle_core::Device::Cpu).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    // More than one chunk of 256, so the chunk boundary is crossed.
+    let samples: Vec<_> = (0..300).map(|_| smoothe::extract::random_extraction(&problem.graph, &mut rng)).collect();
+    let batched = cost.costs_of(&samples).unwrap();
+    assert_eq!(batched.len(), samples.len());
+    for (e, b) in samples.iter().zip(&batched) {
+        let one = cost.cost_of(e);
+        assert!((one - b).abs() <= 1e-4 * one.abs().max(1.0), "batched {b} against one at a time {one}");
+    }
+    assert!(batched.iter().any(|&b| (b - batched[0]).abs() > 1e-6), "predictions should differ between extractions");
+}
