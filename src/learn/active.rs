@@ -195,6 +195,9 @@ pub fn train_cost(
             seen.insert(e.clone());
         }
         let parents: Vec<Extraction> = labelled.into_iter().take(PARENTS).map(|(e, _)| e).collect();
+        if parents.is_empty() {
+            bail!("no labelled extraction of this e-graph to start a round from; see the label log for errors");
+        }
         let (_, pool, _) =
             run_smoothe(smoothe.seed + round as u64).optimise_pool(problem, &cost, config.per_round, &parents[..1])?;
         let mut batch: Vec<Extraction> = Vec::new();
