@@ -169,7 +169,10 @@ pub fn train_cost(
     let originals: Vec<Extraction> = samples.iter().map(|e| problem.to_original(e)).collect();
     labeler.label(log, &originals, &mut budget)?;
     let mut rounds = Vec::new();
-    let mut model = fit(original, problem, log, config, &fingerprint, &oracle_id, smoothe.seed, device)?;
+    // The labelled extractions (log order), read again after each labelling.
+    let labelled = |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id);
+    let mut data = labelled(log)?;
+    let mut model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed, device)?;
     let summary = |round: usize, model: &Mlp, log: &LabelLog| -> Result<RoundSummary> {
         let best = log.costs_for(&fingerprint, &oracle_id).iter().filter_map(|l| l.cost).fold(f64::INFINITY, f64::min);
         Ok(RoundSummary {
@@ -189,12 +192,10 @@ pub fn train_cost(
             break;
         }
         let cost = MlpCost::new(model.clone(), problem, original, config.linear_weight, device)?;
-        let mut labelled = dataset(original, problem, log, &fingerprint, &oracle_id)?;
-        labelled.sort_by(|a, b| a.1.total_cmp(&b.1));
-        for (e, _) in &labelled {
-            seen.insert(e.clone());
-        }
-        let parents: Vec<Extraction> = labelled.into_iter().take(PARENTS).map(|(e, _)| e).collect();
+        let mut ranked: Vec<&(Extraction, f64)> = data.iter().collect();
+        ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+        seen.extend(data.iter().map(|(e, _)| e.clone()));
+        let parents: Vec<Extraction> = ranked.into_iter().take(PARENTS).map(|(e, _)| e.clone()).collect();
         if parents.is_empty() {
             bail!("no labelled extraction of this e-graph to start a round from; see the label log for errors");
         }
@@ -223,13 +224,14 @@ pub fn train_cost(
         }
         let originals: Vec<Extraction> = batch.iter().map(|e| problem.to_original(e)).collect();
         labeler.label(log, &originals, &mut budget)?;
-        model = fit(original, problem, log, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
+        data = labelled(log)?;
+        model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
         rounds.push(summary(round, &model, log)?);
     }
-    let Some(best) = best_labelled(original, problem, log, &fingerprint, &oracle_id)? else {
+    let Some((best, _)) = data.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
         bail!("no oracle call succeeded; see the label log for the errors");
     };
-    let best = problem.to_original(&best).restricted_to_reachable(original)?;
+    let best = problem.to_original(best).restricted_to_reachable(original)?;
     let best_cost = rounds.last().map_or(f64::INFINITY, |r| r.best_real_cost);
     Ok(TrainCostOutcome { model, rounds, best, best_cost })
 }
@@ -284,31 +286,17 @@ pub fn dataset(
     Ok(out)
 }
 
-fn best_labelled(
-    original: &EGraph,
-    problem: &Reduced,
-    log: &LabelLog,
-    fingerprint: &str,
-    oracle_id: &str,
-) -> Result<Option<Extraction>> {
-    Ok(dataset(original, problem, log, fingerprint, oracle_id)?
-        .into_iter()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(e, _)| e))
-}
-
 #[allow(clippy::too_many_arguments)]
 fn fit(
     original: &EGraph,
     problem: &Reduced,
-    log: &LabelLog,
+    data: &[(Extraction, f64)],
     config: &TrainCostConfig,
     fingerprint: &str,
     oracle_id: &str,
     seed: u64,
     device: &Device,
 ) -> Result<Mlp> {
-    let data = dataset(original, problem, log, fingerprint, oracle_id)?;
     let featurizer = Featurizer::new(config.features, problem, original, None);
     let x: Vec<Vec<f32>> = data.iter().map(|(e, _)| featurizer.of_extraction(e)).collect();
     let y: Vec<f64> = data.iter().map(|(_, c)| *c).collect();
