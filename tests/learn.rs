@@ -158,6 +158,32 @@ fn counting_oracle(dir: &Path, slow: bool) -> (PathBuf, PathBuf) {
     (p, calls)
 }
 
+/// `smoothe extract --method METHOD --model MODEL` (a short, step-bounded
+/// run) into `out`; asserts it succeeds and `smoothe check` accepts it.
+fn extract_with_model_checked(graph: &str, model: &str, method: &str, out: &Path) {
+    let out = out.to_str().unwrap();
+    let (code, _, stderr) = cli(&[
+        "extract",
+        "--method",
+        method,
+        "--model",
+        model,
+        "--steps",
+        "60",
+        "--time-limit",
+        "0",
+        "--samples",
+        "50",
+        "-q",
+        "-o",
+        out,
+        graph,
+    ]);
+    assert_eq!(code, 0, "{method}: {stderr}");
+    let (code, _, stderr) = cli(&["check", graph, out]);
+    assert_eq!(code, 0, "{method}: {stderr}");
+}
+
 fn fresh_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("smoothe-learn-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -262,26 +288,7 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
     // The saved model drives SmoothE and random best-of-N, with valid output.
     for method in ["smoothe", "random"] {
         let res = dir.join(format!("{method}.json"));
-        let (code, _, stderr) = cli(&[
-            "extract",
-            "--method",
-            method,
-            "--model",
-            out.to_str().unwrap(),
-            "--steps",
-            "60",
-            "--time-limit",
-            "0",
-            "--samples",
-            "50",
-            "-q",
-            "-o",
-            res.to_str().unwrap(),
-            &graph,
-        ]);
-        assert_eq!(code, 0, "{method}: {stderr}");
-        let (code, _, stderr) = cli(&["check", &graph, res.to_str().unwrap()]);
-        assert_eq!(code, 0, "{stderr}");
+        extract_with_model_checked(&graph, out.to_str().unwrap(), method, &res);
     }
     // A model for another e-graph is refused with a clear message.
     let other = repo("datasets/egg/math_simplify_factor.json");
@@ -402,24 +409,7 @@ fn shipped_model_loads_and_drives_extraction() {
     assert!(loaded.meta.report.holdout_spearman > 0.5, "{:?}", loaded.meta.report);
     let dir = fresh_dir("shipped");
     let out = dir.join("e.json");
-    let (code, _, stderr) = cli(&[
-        "extract",
-        "--method",
-        "smoothe",
-        "--model",
-        &model,
-        "--steps",
-        "50",
-        "--time-limit",
-        "0",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-        &graph,
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    extract_with_model_checked(&graph, &model, "smoothe", &out);
 }
 
 #[test]
