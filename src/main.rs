@@ -5,6 +5,8 @@ use clap::{Args, Parser, Subcommand};
 use smoothe::egraph::EGraph;
 use smoothe::extract::{self, ExtractOptions, OptimizerKind, Parameterisation, SmoothEConfig};
 use smoothe::extraction::Extraction;
+use smoothe::learn::network::Ensemble;
+use smoothe::learn::objective::LearnedCost;
 use smoothe::relax::Combine;
 use smoothe::{load, preprocess, report};
 use std::path::{Path, PathBuf};
@@ -23,9 +25,10 @@ struct Cli {
 enum Command {
     /// Extract one term from an e-graph and write the result as JSON.
     Extract {
-        /// Extraction algorithm.
-        #[arg(long, default_value = "dag-greedy", value_parser = clap::builder::PossibleValuesParser::new(extract::METHODS))]
-        method: String,
+        /// Extraction algorithm (default: smoothe with --model or
+        /// --quadratic, dag-greedy otherwise).
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(extract::METHODS))]
+        method: Option<String>,
         /// Seed for randomised methods.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -42,6 +45,14 @@ enum Command {
         /// With --model: add this multiple of the linear (node-cost) objective.
         #[arg(long, default_value_t = 0.0)]
         linear_weight: f64,
+        /// With --model: weight of the ensemble's standard deviation in the
+        /// objective (mean + kappa * std).
+        #[arg(long, default_value_t = smoothe::learn::objective::Conservatism::default().kappa)]
+        kappa: f64,
+        /// With --model: target standard deviations charged per range-width a
+        /// feature lies outside the labels the model was trained on (0: off).
+        #[arg(long, default_value_t = smoothe::learn::objective::Conservatism::default().trust)]
+        trust: f64,
         /// With --model and --method random: how many samples to judge.
         #[arg(long, default_value_t = 1000)]
         samples: usize,
@@ -67,19 +78,8 @@ enum Command {
     /// Learn a cost model from an oracle (a script measuring the real cost)
     /// and find a cheap extraction by it.
     TrainCost {
-        /// The oracle, called as `ORACLE EGRAPH.json EXTRACTION.json`; a
-        /// command line such as 'srun -N1 ./synth.sh' works too.
-        #[arg(long)]
-        oracle: String,
-        /// When the oracle prints a JSON object, the metric to use.
-        #[arg(long)]
-        metric: Option<String>,
-        /// Oracle calls in parallel.
-        #[arg(long, default_value_t = 2)]
-        jobs: usize,
-        /// Seconds before an oracle call is killed and recorded as failed.
-        #[arg(long, default_value_t = 600.0)]
-        timeout: f64,
+        #[command(flatten)]
+        oracle: OracleArgs,
         /// TOML file whose [train-cost] and [smoothe] tables set the defaults.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -106,6 +106,10 @@ enum Command {
         /// Features of the model.
         #[arg(long, value_enum)]
         features: Option<smoothe::learn::features::FeatureKind>,
+        /// How the model ranks screened candidates for labelling (random:
+        /// ignore the model, an ablation).
+        #[arg(long, value_enum)]
+        acquisition: Option<smoothe::learn::active::Acquisition>,
         /// SmoothE steps per optimisation run.
         #[arg(long)]
         smoothe_steps: Option<usize>,
@@ -116,6 +120,33 @@ enum Command {
         #[arg(long)]
         labels: Option<PathBuf>,
         /// Seed of sampling, training and optimisation.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[command(flatten)]
+        run: RunArgs,
+        /// The e-graph (egraph-serialize JSON).
+        egraph: PathBuf,
+    },
+    /// Search with the oracle in the loop and no model: simulated annealing
+    /// over valid extractions, every step an oracle call (a baseline for
+    /// train-cost at equal calls).
+    Search {
+        #[command(flatten)]
+        oracle: OracleArgs,
+        /// Most oracle calls, the greedy, dag-greedy and linear-SmoothE
+        /// starting points included (labels already in the log are free).
+        #[arg(long, default_value_t = 300)]
+        budget: usize,
+        /// Most classes one move switches.
+        #[arg(long, default_value_t = smoothe::learn::anneal::AnnealConfig::default().moves)]
+        moves: usize,
+        /// Label log.
+        #[arg(long)]
+        labels: PathBuf,
+        /// Write the best extraction here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Seed of the moves and acceptances.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         #[command(flatten)]
@@ -136,6 +167,37 @@ enum Command {
         /// The extraction (any file `smoothe check` accepts).
         extraction: PathBuf,
     },
+}
+
+/// The oracle and how it is called.
+#[derive(Args)]
+struct OracleArgs {
+    /// The oracle, called as `ORACLE EGRAPH.json EXTRACTION.json`; a
+    /// command line such as 'srun -N1 ./synth.sh' works too.
+    #[arg(long)]
+    oracle: String,
+    /// When the oracle prints a JSON object, the metric to use.
+    #[arg(long)]
+    metric: Option<String>,
+    /// Oracle calls in parallel.
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// Seconds before an oracle call is killed and recorded as failed.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+}
+
+impl OracleArgs {
+    fn oracle(&self) -> Result<smoothe::learn::oracle::Oracle> {
+        if !(self.timeout > 0.0 && self.timeout.is_finite() && self.timeout < 1e9) {
+            anyhow::bail!("--timeout must be a positive number of seconds");
+        }
+        Ok(smoothe::learn::oracle::Oracle {
+            command: self.oracle.clone(),
+            metric: self.metric.clone(),
+            timeout: std::time::Duration::from_secs_f64(self.timeout),
+        })
+    }
 }
 
 /// Where and how long-running work runs.
@@ -273,34 +335,66 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Extract { method, seed, output, model, quadratic, linear_weight, samples, run, smoothe, egraph } => {
+        Command::Extract {
+            method,
+            seed,
+            output,
+            model,
+            quadratic,
+            linear_weight,
+            kappa,
+            trust,
+            samples,
+            run,
+            smoothe,
+            egraph,
+        } => {
             run.init_threads()?;
             let options =
                 ExtractOptions { seed, smoothe: smoothe.resolve()?, device: run.device()?, progress: !run.quiet };
+            let method = method.unwrap_or_else(|| {
+                if model.is_some() || quadratic.is_some() { "smoothe" } else { "dag-greedy" }.to_string()
+            });
             let graph = load::load_file(&egraph)?;
             let start = Instant::now();
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
-            let cost_model: Option<Box<dyn smoothe::cost::CostModel>> = match (&model, &quadratic) {
-                (Some(path), _) => {
-                    let mlp = smoothe::learn::model::Mlp::load(path, &options.device)?;
-                    Some(Box::new(
-                        smoothe::learn::model::MlpCost::new(mlp, &problem, &graph, linear_weight, &options.device)
+            let learned = match &model {
+                Some(path) => {
+                    let ensemble = Ensemble::load(path, &options.device)?;
+                    let conservatism = smoothe::learn::objective::Conservatism { kappa, trust };
+                    Some(
+                        LearnedCost::new(ensemble, &problem, &graph, conservatism, linear_weight, &options.device)
                             .with_context(|| format!("{}", path.display()))?,
-                    ))
+                    )
                 }
-                (None, Some(path)) => {
-                    Some(Box::new(smoothe::cost::QuadraticCost::load(path, &problem, &graph, &options.device)?))
-                }
+                None => None,
+            };
+            let quadratic = match &quadratic {
+                Some(path) => Some(smoothe::cost::QuadraticCost::load(path, &problem, &graph, &options.device)?),
+                None => None,
+            };
+            let cost_model: Option<&dyn smoothe::cost::CostModel> = match (&learned, &quadratic) {
+                (Some(m), _) => Some(m),
+                (None, Some(q)) => Some(q),
                 (None, None) => None,
             };
-            let extractor = match &cost_model {
-                Some(m) => extract::with_model(&method, &options, m.as_ref(), samples)?,
+            let extractor = match cost_model {
+                Some(m) => extract::with_model(&method, &options, m, samples)?,
                 None => extract::by_name(&method, &options)?,
             };
             let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
             let seconds = start.elapsed().as_secs_f64();
             let mut extra = outcome.details.clone();
             extra.insert("seed".into(), serde_json::json!(seed));
+            let mut verdict = None;
+            if let Some(m) = &learned {
+                let reduced = problem
+                    .from_original(&outcome.extraction)
+                    .context("the extraction does not map onto the preprocessed graph (a bug)")?;
+                let p = m.predict(std::slice::from_ref(&reduced))?[0];
+                extra.insert("prediction".into(), serde_json::to_value(p)?);
+                verdict = Some(p);
+            }
             let result = outcome.extraction.result_json(&graph, &method, seconds, serde_json::Value::Object(extra))?;
             write_json(output.as_deref(), &result)?;
             eprintln!(
@@ -309,6 +403,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 result["choices"].as_object().map_or(0, |m| m.len()),
                 seconds
             );
+            if let Some(p) = verdict {
+                eprintln!("model predicts {:.4} +- {:.4}", p.mean, p.std);
+                if p.features_outside > 0 {
+                    eprintln!(
+                        "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
+                         (total overshoot {:.2} range-widths); the prediction is an extrapolation",
+                        p.features_outside, p.outside
+                    );
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { egraph, extraction } => {
@@ -332,9 +436,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::TrainCost {
             oracle,
-            metric,
-            jobs,
-            timeout,
             config,
             budget,
             initial,
@@ -343,6 +444,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             screen,
             explore,
             features,
+            acquisition,
             smoothe_steps,
             out,
             labels,
@@ -365,32 +467,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ($($flag:ident => $field:ident),*) => { $( if let Some(v) = $flag { cfg.$field = v; } )* };
             }
             set!(budget => budget, initial => initial, rounds => rounds, per_round => per_round,
-                 screen => screen, explore => explore, features => features, smoothe_steps => smoothe_steps);
-            if !(timeout > 0.0 && timeout.is_finite()) {
-                anyhow::bail!("--timeout must be a positive number of seconds");
-            }
+                 screen => screen, explore => explore, features => features, acquisition => acquisition,
+                 smoothe_steps => smoothe_steps);
+            let jobs = oracle.jobs;
+            let oracle = oracle.oracle()?;
             let graph = load::load_file(&egraph)?;
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
             let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
             let out = out.unwrap_or_else(|| PathBuf::from("models").join(format!("{stem}.safetensors")));
             let labels = labels.unwrap_or_else(|| out.with_extension("labels.jsonl"));
             let mut log = smoothe::learn::labels::LabelLog::open(&labels)?;
-            let oracle = smoothe::learn::oracle::Oracle {
-                command: oracle,
-                metric,
-                timeout: std::time::Duration::from_secs_f64(timeout),
-            };
-            let labeler = smoothe::learn::labeler::Labeler {
-                oracle: &oracle,
-                egraph_path: &egraph,
-                graph: &graph,
-                work_dir: std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id())),
-                jobs,
-                progress: !run.quiet,
-            };
+            let labeler = labeler(&oracle, &egraph, &graph, jobs, !run.quiet);
             let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device: device.clone(), progress: false };
-            let outcome = train_cost(&graph, &problem, &labeler, &mut log, &cfg, &optimiser, &device)?;
+            let outcome = train_cost(&graph, &problem, &labeler, &mut log, &cfg, &optimiser, &device);
             let _ = std::fs::remove_dir_all(&labeler.work_dir);
+            let outcome = outcome?;
             outcome.model.save(&out)?;
             let rounds_path = out.with_extension("rounds.json");
             write_json(Some(&rounds_path), &serde_json::to_value(&outcome.rounds)?)?;
@@ -402,19 +493,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 serde_json::json!({ "real_cost": outcome.best_cost, "seed": seed }),
             )?;
             write_json(Some(&best_path), &best_json)?;
-            eprintln!("round  labels  calls  holdout-MAE  spearman  best-real    greedy  dag-greedy  linear-smoothe");
+            let opt = |f: Option<f64>| f.map_or("-".to_string(), |c| format!("{c:.4}"));
+            eprintln!(
+                "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real    greedy  dag-greedy  linear-smoothe"
+            );
             for r in &outcome.rounds {
                 eprintln!(
-                    "{:>5}  {:>6}  {:>5}  {:>11.4}  {:>8.3}  {:>9.4}  {:>8}  {:>10}  {:>14}",
+                    "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>8}  {:>10}  {:>14}",
                     r.round,
                     r.labels,
                     r.oracle_calls,
-                    r.report.holdout_mae,
-                    r.report.holdout_spearman,
+                    r.report.test_mae,
+                    r.report.test_spearman,
                     r.best_real_cost,
-                    r.greedy_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
-                    r.dag_greedy_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
-                    r.linear_smoothe_real_cost.map_or("failed".into(), |c| format!("{c:.4}")),
+                    r.optimum.as_ref().map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
+                    opt(r.optimum.as_ref().and_then(|o| o.real)),
+                    opt(r.greedy_real_cost),
+                    opt(r.dag_greedy_real_cost),
+                    opt(r.linear_smoothe_real_cost),
                 );
             }
             eprintln!(
@@ -424,6 +520,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 rounds_path.display(),
                 best_path.display()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search { oracle, budget, moves, labels, output, seed, run, egraph } => {
+            use smoothe::learn::anneal::{anneal, AnnealConfig};
+            run.init_threads()?;
+            let device = run.device()?;
+            let jobs = oracle.jobs;
+            let oracle = oracle.oracle()?;
+            let graph = load::load_file(&egraph)?;
+            let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+            let mut log = smoothe::learn::labels::LabelLog::open(&labels)?;
+            let labeler = labeler(&oracle, &egraph, &graph, jobs, !run.quiet);
+            let config = AnnealConfig { budget, moves, proposals: jobs.max(1), ..AnnealConfig::default() };
+            let mut smoothe_cfg = extract::SmoothEConfig::default();
+            smoothe_cfg.steps = smoothe::learn::active::TrainCostConfig::default().smoothe_steps;
+            let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device, progress: false };
+            let outcome = anneal(&problem, &labeler, &mut log, &config, &optimiser);
+            let _ = std::fs::remove_dir_all(&labeler.work_dir);
+            let outcome = outcome?;
+            let result = outcome.best.result_json(
+                &graph,
+                "search",
+                0.0,
+                serde_json::json!({ "real_cost": outcome.best_cost, "seed": seed, "calls": outcome.calls,
+                                    "trajectory": outcome.trajectory }),
+            )?;
+            write_json(output.as_deref(), &result)?;
+            eprintln!("search: best real cost {} after {} oracle calls", outcome.best_cost, outcome.calls);
             Ok(ExitCode::SUCCESS)
         }
         Command::Export { format, output, egraph, extraction } => {
@@ -449,6 +573,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", info_text(&graph, &egraph)?);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A labeller for `graph` (read from `path`) writing oracle files under a
+/// per-process temporary directory.
+fn labeler<'a>(
+    oracle: &'a smoothe::learn::oracle::Oracle,
+    path: &'a Path,
+    graph: &'a EGraph,
+    jobs: usize,
+    progress: bool,
+) -> smoothe::learn::labeler::Labeler<'a> {
+    smoothe::learn::labeler::Labeler {
+        oracle,
+        egraph_path: path,
+        graph,
+        work_dir: std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id())),
+        jobs,
+        progress,
     }
 }
 

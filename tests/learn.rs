@@ -5,7 +5,8 @@
 mod common;
 use common::*;
 use smoothe::learn::labels::{Label, LabelLog};
-use smoothe::learn::model::{spearman, train, Mlp, TrainConfig};
+use smoothe::learn::network::Ensemble;
+use smoothe::learn::train::{spearman, train, TrainConfig};
 use smoothe::learn::oracle::{parse_cost, Oracle, Verdict};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -110,37 +111,71 @@ fn spearman_is_right() {
 }
 
 #[test]
-fn model_fits_learns_ranks_and_round_trips() {
+fn ensemble_fits_learns_ranks_round_trips_and_knows_what_it_does_not_know() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let f = 12;
-    let x: Vec<Vec<f32>> = (0..200).map(|_| (0..f).map(|_| rng.random_range(0.0..1.0f32)).collect()).collect();
+    let x: Vec<Vec<f64>> = (0..240).map(|_| (0..f).map(|_| rng.random_range(0.0..1.0)).collect()).collect();
     // Non-linear target with an interaction.
-    let y: Vec<f64> =
-        x.iter().map(|r| (r[0] as f64 * 3.0).powi(2) + 4.0 * r[1] as f64 * r[2] as f64 - 2.0 * r[3] as f64).collect();
+    let y: Vec<f64> = x.iter().map(|r| (r[0] * 3.0).powi(2) + 4.0 * r[1] * r[2] - 2.0 * r[3]).collect();
+    let test: Vec<bool> = (0..x.len()).map(|i| i % 5 == 0).collect();
     let layout = smoothe::learn::features::FeatureLayout {
         kind: smoothe::learn::features::FeatureKind::OpCounts,
         names: (0..f).map(|i| format!("f{i}")).collect(),
     };
     let dev = candle_core::Device::Cpu;
     let cfg = TrainConfig::default();
-    let (model, report) = train(&x, &y, layout.clone(), &cfg, 7, &dev).unwrap();
-    assert!(report.holdout_spearman > 0.9, "{report:?}");
-    assert_eq!(report.holdout, 40);
-    let (again, _) = train(&x, &y, layout, &cfg, 7, &dev).unwrap();
-    let rows =
-        candle_core::Tensor::from_vec(x.iter().flatten().copied().collect::<Vec<f32>>(), (200, f), &dev).unwrap();
-    let p1: Vec<f32> = model.predict(&rows).unwrap().to_vec1().unwrap();
-    let p2: Vec<f32> = again.predict(&rows).unwrap().to_vec1().unwrap();
-    assert_eq!(p1, p2, "same seed, same model");
+    let model = train(&x, &y, &test, layout.clone(), &cfg, 7, &dev).unwrap();
+    let report = &model.meta.report;
+    assert_eq!((report.train, report.test), (192, 48), "{report:?}");
+    assert!(report.test_spearman > 0.9 && report.validation_spearman > 0.85, "{report:?}");
+    // The test rows take no part in fitting: changing their targets
+    // changes no weight.
+    let mut y_moved = y.clone();
+    for (t, yv) in test.iter().zip(y_moved.iter_mut()) {
+        if *t {
+            *yv += 100.0;
+        }
+    }
+    let rows = |x: &[Vec<f64>]| {
+        candle_core::Tensor::from_vec(
+            x.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>(),
+            (x.len(), f),
+            &candle_core::Device::Cpu,
+        )
+        .unwrap()
+    };
+    let means = |m: &Ensemble, x: &[Vec<f64>]| -> (Vec<f32>, Vec<f32>) {
+        let p = m.predict(&rows(x)).unwrap();
+        (p.mean.to_vec1().unwrap(), p.std.to_vec1().unwrap())
+    };
+    let untouched = train(&x, &y_moved, &test, layout.clone(), &cfg, 7, &dev).unwrap();
+    assert_eq!(means(&model, &x).0, means(&untouched, &x).0, "test labels leaked into fitting");
+    let again = train(&x, &y, &test, layout, &cfg, 7, &dev).unwrap();
+    assert_eq!(means(&model, &x), means(&again, &x), "same seed, same model");
+    // Far outside the training range the members disagree more.
+    let far: Vec<Vec<f64>> = x.iter().map(|r| r.iter().map(|v| v * 10.0 + 5.0).collect()).collect();
+    let spread = |s: Vec<f32>| s.iter().map(|&v| v as f64).sum::<f64>() / s.len() as f64;
+    let (inside, outside) = (spread(means(&model, &x).1), spread(means(&model, &far).1));
+    assert!(outside > 3.0 * inside, "std inside {inside}, far outside {outside}");
     let path = temp_file("model.safetensors", "");
     model.save(&path).unwrap();
-    let loaded = Mlp::load(&path, &dev).unwrap();
+    let loaded = Ensemble::load(&path, &dev).unwrap();
     assert_eq!(loaded.meta, model.meta);
-    let p3: Vec<f32> = loaded.predict(&rows).unwrap().to_vec1().unwrap();
-    assert_eq!(p1, p3);
+    assert_eq!(means(&loaded, &x), means(&model, &x));
     let not_a_model = temp_file("junk.safetensors", "garbage");
-    assert!(Mlp::load(&not_a_model, &dev).is_err());
+    assert!(Ensemble::load(&not_a_model, &dev).is_err());
+}
+
+#[test]
+fn test_split_is_stable_and_about_the_asked_share() {
+    use smoothe::learn::train::in_test_split;
+    let keys: Vec<String> = (0..4000).map(|i| format!("extraction-{i}")).collect();
+    let share = keys.iter().filter(|k| in_test_split(k, 0.15)).count() as f64 / keys.len() as f64;
+    assert!((share - 0.15).abs() < 0.03, "{share}");
+    assert!(keys.iter().all(|k| in_test_split(k, 0.15) == in_test_split(k, 0.15)));
+    assert!(keys.iter().filter(|k| in_test_split(k, 0.15)).all(|k| in_test_split(k, 0.3)), "splits nest");
+    assert!(!keys.iter().any(|k| in_test_split(k, 0.0)));
 }
 
 /// An oracle wrapper that records every call's extraction key.
@@ -290,11 +325,25 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
         let res = dir.join(format!("{method}.json"));
         extract_with_model_checked(&graph, out.to_str().unwrap(), method, &res);
     }
-    // A model for another e-graph is refused with a clear message.
+    // A model applied to an e-graph with operators it never saw is refused,
+    // naming them.
     let other = repo("datasets/egg/math_simplify_factor.json");
-    let (code, _, stderr) = cli(&["extract", "--method", "smoothe", "--model", out.to_str().unwrap(), "-q", &other]);
-    assert_ne!(code, 0);
-    assert!(stderr.contains("trained on another e-graph") && !stderr.contains("panicked"), "{stderr}");
+    let (code, _, stderr) = cli(&["extract", "--model", out.to_str().unwrap(), "-q", &other]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("never seen the operator") && !stderr.contains("panicked"), "{stderr}");
+    // extract --model alone runs SmoothE against the model and reports its
+    // prediction.
+    let res = dir.join("default.json");
+    let (code, _, stderr) = cli(&[
+        "extract", "--model", out.to_str().unwrap(), "--steps", "60", "--time-limit", "0", "-o",
+        res.to_str().unwrap(), "-q", &graph,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let result = parse_json(&std::fs::read_to_string(&res).unwrap());
+    assert_eq!(result["method"], "smoothe");
+    let p = &result["prediction"];
+    assert!(p["mean"].as_f64().unwrap().is_finite() && p["std"].as_f64().unwrap() >= 0.0, "{p}");
+    assert!(stderr.contains("model predicts"), "{stderr}");
 }
 
 fn abc() -> Option<String> {
@@ -405,8 +454,8 @@ fn shipped_train_cost_config_matches_the_defaults() {
 fn shipped_model_loads_and_drives_extraction() {
     let graph = repo("datasets/esyn/mul3.json");
     let model = repo("models/mul3-abc-area.safetensors");
-    let loaded = Mlp::load(Path::new(&model), &candle_core::Device::Cpu).unwrap();
-    assert!(loaded.meta.report.holdout_spearman > 0.5, "{:?}", loaded.meta.report);
+    let loaded = Ensemble::load(Path::new(&model), &candle_core::Device::Cpu).unwrap();
+    assert!(loaded.meta.report.test_spearman > 0.5, "{:?}", loaded.meta.report);
     let dir = fresh_dir("shipped");
     let out = dir.join("e.json");
     extract_with_model_checked(&graph, &model, "smoothe", &out);
@@ -440,19 +489,23 @@ fn samplers_give_valid_extractions_near_their_parents() {
 fn batched_predictions_match_one_at_a_time() {
     use rand::SeedableRng;
     use smoothe::cost::CostModel;
-    use smoothe::learn::model::MlpCost;
+    use smoothe::learn::objective::{Conservatism, LearnedCost};
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
-    let mlp = Mlp::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &candle_core::Device::Cpu).unwrap();
-    let cost = MlpCost::new(mlp, &problem, &original, 0.5, &candle_core::Device::Cpu).unwrap();
+    let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &candle_core::Device::Cpu).unwrap();
+    let cost =
+        LearnedCost::new(model, &problem, &original, Conservatism::default(), 0.5, &candle_core::Device::Cpu).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     // More than one chunk of 256, so the chunk boundary is crossed.
     let samples: Vec<_> = (0..300).map(|_| smoothe::extract::random_extraction(&problem.graph, &mut rng)).collect();
-    let batched = cost.costs_of(&samples).unwrap();
+    let batched = cost.scores(&samples).unwrap();
     assert_eq!(batched.len(), samples.len());
     for (e, b) in samples.iter().zip(&batched) {
         let one = cost.cost_of(e);
         assert!((one - b).abs() <= 1e-4 * one.abs().max(1.0), "batched {b} against one at a time {one}");
     }
     assert!(batched.iter().any(|&b| (b - batched[0]).abs() > 1e-6), "predictions should differ between extractions");
+    // Uniform random extractions lie far from the labelled data.
+    let preds = cost.predict(&samples).unwrap();
+    assert!(preds.iter().filter(|p| p.features_outside > 0).count() > samples.len() / 2);
 }

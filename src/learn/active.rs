@@ -1,11 +1,14 @@
-//! `smoothe train-cost`: sample, label, train, then rounds of optimising
-//! against the model and labelling what it finds.
+//! `smoothe train-cost`: sample, label, train an ensemble, then rounds in
+//! which the model picks what to label next by an acquisition rule, inside
+//! a trust region around the best labelled extractions.
 
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
-use super::model::{train, Mlp, MlpCost, TrainConfig, TrainReport};
+use super::network::Ensemble;
+use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::sample::{crossover, nudge, perturb};
+use super::train::{in_test_split, train, TrainConfig, TrainReport};
 use crate::egraph::EGraph;
 use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::Extraction;
@@ -20,8 +23,24 @@ use std::collections::HashSet;
 
 /// Best labelled extractions that candidates are drawn around.
 const PARENTS: usize = 8;
-/// Most classes one small move switches.
-const MAX_MOVES: usize = 8;
+/// Bounds of the trust-region radius (classes switched by a small move).
+const RADIUS_BOUNDS: (usize, usize) = (1, 64);
+
+/// How the model picks what to label from the screened candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Acquisition {
+    /// Lowest `mean - beta * std` (plus the trust-region charge).
+    Lcb,
+    /// Highest expected improvement over the best real cost so far (less
+    /// the trust-region charge).
+    Ei,
+    /// Lowest predicted mean (plus the trust-region charge).
+    Mean,
+    /// Uniformly at random, ignoring the model (an ablation: the loop's
+    /// own candidate pool without a model).
+    Random,
+}
 
 /// Settings of the learned-cost loop; `configs/train-cost.toml` holds the
 /// defaults.
@@ -37,19 +56,30 @@ pub struct TrainCostConfig {
     pub uniform_fraction: f64,
     /// Active rounds after the first model.
     pub rounds: usize,
-    /// Extractions labelled per round by the model's choice: up to a
-    /// quarter are SmoothE's best distinct decodes against the model, the
-    /// rest the best predicted of the screened candidates.
+    /// Extractions labelled per round by the model's choice: the model's
+    /// own optimum (SmoothE against the conservative objective), up to a
+    /// quarter more of SmoothE's best distinct decodes, and the rest by
+    /// the acquisition rule from the screened candidates.
     pub per_round: usize,
-    /// Candidates the model screens per round: small moves, perturbations
-    /// and crossovers of the best labelled extractions, and uniform random
-    /// ones, in equal shares.
+    /// Candidates the model screens per round: small moves (up to the
+    /// trust-region radius), perturbations and crossovers of the best
+    /// labelled extractions, and uniform random ones, in equal shares.
     pub screen: usize,
     /// Screened candidates labelled per round at random, whatever the model
     /// predicts (keeps an unbiased view of the pool in the data).
     pub explore: usize,
+    /// How screened candidates are ranked.
+    pub acquisition: Acquisition,
+    /// `beta` of the lower confidence bound.
+    pub beta: f64,
+    /// Starting trust-region radius: most classes a small move switches.
+    /// Doubles after a round that improves the best real cost, halves
+    /// after one that does not.
+    pub radius: usize,
     /// Features the model reads.
     pub features: FeatureKind,
+    /// How conservative SmoothE's objective is in the loop.
+    pub conservatism: Conservatism,
     /// Weight of the linear cost added to the model as SmoothE's objective.
     pub linear_weight: f64,
     /// SmoothE steps per optimisation run (deterministic for a seed).
@@ -67,10 +97,14 @@ impl Default for TrainCostConfig {
             initial: 60,
             uniform_fraction: 0.2,
             rounds: 8,
-            per_round: 20,
+            per_round: 25,
             screen: 2000,
-            explore: 10,
-            features: FeatureKind::Selection,
+            explore: 5,
+            acquisition: Acquisition::Lcb,
+            beta: 1.0,
+            radius: 8,
+            features: FeatureKind::Structure,
+            conservatism: Conservatism::default(),
             linear_weight: 0.0,
             smoothe_steps: 600,
             smoothe_time_limit: 0.0,
@@ -79,20 +113,33 @@ impl Default for TrainCostConfig {
     }
 }
 
+/// The model's own optimum in a round: what it predicted, what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptimumCheck {
+    /// The model's prediction for it.
+    pub predicted: Prediction,
+    /// Its real cost (`None` when the call failed or the budget ran out).
+    pub real: Option<f64>,
+}
+
 /// One row of the per-round summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundSummary {
     /// 0 for the initial model, then 1, 2, ...
     pub round: usize,
-    /// Successful labels the model was trained on (all splits).
+    /// Successful labels the model saw (training and test splits).
     pub labels: usize,
     /// Labels (oracle calls, failed ones included) this e-graph and oracle
     /// have in the log so far, over all runs.
     pub oracle_calls: usize,
-    /// Held-out fit of the model trained this round.
+    /// Fit of the model trained at the end of this round.
     pub report: TrainReport,
     /// Least real cost labelled so far.
     pub best_real_cost: f64,
+    /// The previous model's optimum this round, predicted and measured.
+    pub optimum: Option<OptimumCheck>,
+    /// Trust-region radius used this round.
+    pub radius: usize,
     /// Real cost of the (tree-cost) greedy extraction.
     pub greedy_real_cost: Option<f64>,
     /// Real cost of the dag-greedy extraction.
@@ -104,13 +151,23 @@ pub struct RoundSummary {
 /// What the loop produced.
 pub struct TrainCostOutcome {
     /// The final model.
-    pub model: Mlp,
+    pub model: Ensemble,
     /// Per-round summary.
     pub rounds: Vec<RoundSummary>,
     /// The labelled extraction with the least real cost (original ids).
     pub best: Extraction,
     /// Its real cost.
     pub best_cost: f64,
+}
+
+/// A labelled extraction of the reduced graph.
+pub struct Labelled {
+    /// The extraction.
+    pub extraction: Extraction,
+    /// Its real cost.
+    pub cost: f64,
+    /// Whether it belongs to the test split.
+    pub test: bool,
 }
 
 /// Runs the loop. `smoothe` carries the device, seed and optimiser
@@ -131,8 +188,8 @@ pub fn train_cost(
     // The budget caps the labels this e-graph and oracle have in the log
     // over all runs, so a resumed run finishes the same job instead of
     // starting a new one; asking again for a logged label is free.
-    let logged = log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
-    let mut budget = config.budget.saturating_sub(logged);
+    let calls = |log: &LabelLog| log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
+    let mut budget = config.budget.saturating_sub(calls(log));
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
     let run_smoothe = |seed: u64| -> SmoothE {
         let mut s = SmoothE { config: smoothe.config.clone(), seed, device: smoothe.device.clone(), progress: false };
@@ -169,51 +226,82 @@ pub fn train_cost(
     let originals: Vec<Extraction> = samples.iter().map(|e| problem.to_original(e)).collect();
     labeler.label(log, &originals, &mut budget)?;
     let mut rounds = Vec::new();
-    // The labelled extractions (log order), read again after each labelling.
-    let labelled = |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id);
+    let labelled = |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction);
     let mut data = labelled(log)?;
     let mut model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed, device)?;
-    let summary = |round: usize, model: &Mlp, log: &LabelLog| -> Result<RoundSummary> {
-        let best = log.costs_for(&fingerprint, &oracle_id).iter().filter_map(|l| l.cost).fold(f64::INFINITY, f64::min);
-        Ok(RoundSummary {
-            round,
-            labels: model.meta.report.train + model.meta.report.holdout,
-            oracle_calls: log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count(),
-            report: model.meta.report.clone(),
-            best_real_cost: best,
-            greedy_real_cost: base_costs[0],
-            dag_greedy_real_cost: base_costs[1],
-            linear_smoothe_real_cost: base_costs[2],
-        })
+    let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
+    let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
+    let summary = |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius| RoundSummary {
+        round,
+        labels: data.len(),
+        oracle_calls: calls(log),
+        report: model.meta.report.clone(),
+        best_real_cost: best_of(data),
+        optimum,
+        radius,
+        greedy_real_cost: base_costs[0],
+        dag_greedy_real_cost: base_costs[1],
+        linear_smoothe_real_cost: base_costs[2],
     };
-    rounds.push(summary(0, &model, log)?);
+    rounds.push(summary(0, &model, log, &data, None, radius));
     for round in 1..=config.rounds {
         if budget == 0 {
             break;
         }
-        let cost = MlpCost::new(model.clone(), problem, original, config.linear_weight, device)?;
-        let mut ranked: Vec<&(Extraction, f64)> = data.iter().collect();
-        ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
-        seen.extend(data.iter().map(|(e, _)| e.clone()));
-        let parents: Vec<Extraction> = ranked.into_iter().take(PARENTS).map(|(e, _)| e.clone()).collect();
+        let best_before = best_of(&data);
+        let cost = LearnedCost::new(model.clone(), problem, original, config.conservatism, config.linear_weight, device)?;
+        let mut ranked: Vec<&Labelled> = data.iter().collect();
+        ranked.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+        seen.extend(data.iter().map(|l| l.extraction.clone()));
+        let parents: Vec<Extraction> = ranked.into_iter().take(PARENTS).map(|l| l.extraction.clone()).collect();
         if parents.is_empty() {
             bail!("no labelled extraction of this e-graph to start a round from; see the label log for errors");
         }
-        let (_, pool, _) =
-            run_smoothe(smoothe.seed + round as u64).optimise_pool(problem, &cost, config.per_round, &parents[..1])?;
         let mut batch: Vec<Extraction> = Vec::new();
-        for (e, _) in pool {
-            let e = e.restricted_to_reachable(g)?;
-            if batch.len() < config.per_round / 4 && seen.insert(e.clone()) {
-                batch.push(e);
+        let mut optimum = None;
+        if config.acquisition != Acquisition::Random {
+            // The model's own optimum, from the incumbent, and a few more
+            // of SmoothE's best distinct decodes.
+            let (best, pool, _) = run_smoothe(smoothe.seed + round as u64).optimise_pool(
+                problem,
+                &cost,
+                config.per_round,
+                &parents[..1],
+            )?;
+            let best = best.restricted_to_reachable(g)?;
+            optimum = Some((best.clone(), cost.predict(std::slice::from_ref(&best))?[0]));
+            if seen.insert(best.clone()) {
+                batch.push(best);
+            }
+            for (e, _) in pool {
+                let e = e.restricted_to_reachable(g)?;
+                if batch.len() < config.per_round / 4 && seen.insert(e.clone()) {
+                    batch.push(e);
+                }
             }
         }
-        // The model screens a mix of new candidates; a few of them are also
-        // labelled unscreened, so the data keep an unbiased view.
-        let mut candidates = screening_pool(g, &parents, config.screen, &seen, &mut rng);
-        let predicted = cost.costs_of(&candidates)?;
+        // The acquisition rule ranks a screened pool of new candidates; a
+        // few more are labelled unranked, so the data keep an unbiased view.
+        let mut candidates = screening_pool(g, &parents, config.screen, radius, &seen, &mut rng);
         let mut order: Vec<usize> = (0..candidates.len()).collect();
-        order.sort_by(|&a, &b| predicted[a].total_cmp(&predicted[b]));
+        if config.acquisition == Acquisition::Random {
+            order.shuffle(&mut rng);
+        } else {
+            let preds = cost.predict(&candidates)?;
+            let incumbent = best_before;
+            let rank: Vec<f64> = preds
+                .iter()
+                .map(|p| match config.acquisition {
+                    Acquisition::Lcb => cost.lower_bound(p, config.beta),
+                    Acquisition::Mean => cost.lower_bound(p, 0.0),
+                    Acquisition::Ei => {
+                        -expected_improvement(incumbent, p.mean, p.std) + cost.lower_bound(p, 0.0) - p.mean
+                    }
+                    Acquisition::Random => unreachable!(),
+                })
+                .collect();
+            order.sort_by(|&a, &b| rank[a].total_cmp(&rank[b]));
+        }
         let picked = config.per_round.saturating_sub(batch.len()).min(order.len());
         order[picked..].shuffle(&mut rng);
         for &i in order.iter().take(picked + config.explore) {
@@ -223,27 +311,65 @@ pub fn train_cost(
             seen.insert(e.clone());
         }
         let originals: Vec<Extraction> = batch.iter().map(|e| problem.to_original(e)).collect();
-        labeler.label(log, &originals, &mut budget)?;
+        let (costs, _) = labeler.label(log, &originals, &mut budget)?;
+        let optimum = optimum.map(|(e, predicted)| OptimumCheck {
+            predicted,
+            real: batch.iter().position(|b| *b == e).and_then(|i| costs[i]).or_else(|| {
+                data.iter().find(|l| l.extraction == e).map(|l| l.cost)
+            }),
+        });
         data = labelled(log)?;
+        // Trust region: wider after a round that found a better real
+        // cost, narrower after one that did not.
+        let used = radius;
+        radius = if best_of(&data) < best_before {
+            (radius * 2).min(RADIUS_BOUNDS.1)
+        } else {
+            (radius / 2).max(RADIUS_BOUNDS.0)
+        };
         model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
-        rounds.push(summary(round, &model, log)?);
+        rounds.push(summary(round, &model, log, &data, optimum, used));
     }
-    let Some((best, _)) = data.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+    let Some(best) = data.iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) else {
         bail!("no oracle call succeeded; see the label log for the errors");
     };
-    let best = problem.to_original(best).restricted_to_reachable(original)?;
-    let best_cost = rounds.last().map_or(f64::INFINITY, |r| r.best_real_cost);
+    let best_cost = best.cost;
+    let best = problem.to_original(&best.extraction).restricted_to_reachable(original)?;
     Ok(TrainCostOutcome { model, rounds, best, best_cost })
 }
 
+/// Expected improvement of a Gaussian `N(mean, std^2)` below `incumbent`.
+pub fn expected_improvement(incumbent: f64, mean: f64, std: f64) -> f64 {
+    if std <= 0.0 {
+        return (incumbent - mean).max(0.0);
+    }
+    let z = (incumbent - mean) / std;
+    let pdf = (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let cdf = 0.5 * (1.0 + erf(z / std::f64::consts::SQRT_2));
+    (incumbent - mean) * cdf + std * pdf
+}
+
+/// The error function (Abramowitz and Stegun 7.1.26, error below 1.5e-7).
+fn erf(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    let y = 1.0 - poly * (-x * x).exp();
+    if x < 0.0 {
+        -y
+    } else {
+        y
+    }
+}
+
 /// `size` distinct candidates not in `seen`: in equal shares, small moves
-/// (1 to 8 classes switched) and perturbations (1-20% of classes) of the
+/// (1 to `radius` classes switched) and perturbations (1-20% of classes) of the
 /// `parents` (the best labelled, best first), crossovers of two parents,
 /// and uniform random extractions.
 fn screening_pool(
     g: &EGraph,
     parents: &[Extraction],
     size: usize,
+    radius: usize,
     seen: &HashSet<Extraction>,
     rng: &mut StdRng,
 ) -> Vec<Extraction> {
@@ -255,7 +381,7 @@ fn screening_pool(
         }
         let parent = &parents[rng.random_range(0..parents.len())];
         let e = match i % 4 {
-            0 => nudge(g, parent, rng.random_range(1..=MAX_MOVES), rng),
+            0 => nudge(g, parent, rng.random_range(1..=radius.max(1)), rng),
             1 => perturb(g, parent, rng.random_range(0.01..0.2), rng),
             2 => crossover(g, parent, &parents[rng.random_range(0..parents.len())], rng),
             _ => random_extraction(g, rng),
@@ -268,19 +394,21 @@ fn screening_pool(
 }
 
 /// The labelled extractions of this graph and oracle, as reduced-graph
-/// extractions with their costs (labels using removed nodes are skipped).
+/// extractions with their costs and split (labels using removed nodes are
+/// skipped).
 pub fn dataset(
     original: &EGraph,
     problem: &Reduced,
     log: &LabelLog,
     fingerprint: &str,
     oracle_id: &str,
-) -> Result<Vec<(Extraction, f64)>> {
+    test_fraction: f64,
+) -> Result<Vec<Labelled>> {
     let mut out = Vec::new();
     for label in log.costs_for(fingerprint, oracle_id) {
         let ex = Extraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
         if let (Some(reduced), Some(cost)) = (problem.from_original(&ex), label.cost) {
-            out.push((reduced, cost));
+            out.push(Labelled { extraction: reduced, cost, test: in_test_split(&label.extraction, test_fraction) });
         }
     }
     Ok(out)
@@ -290,18 +418,19 @@ pub fn dataset(
 fn fit(
     original: &EGraph,
     problem: &Reduced,
-    data: &[(Extraction, f64)],
+    data: &[Labelled],
     config: &TrainCostConfig,
     fingerprint: &str,
     oracle_id: &str,
     seed: u64,
     device: &Device,
-) -> Result<Mlp> {
-    let featurizer = Featurizer::new(config.features, problem, original, None);
-    let x: Vec<Vec<f32>> = data.iter().map(|(e, _)| featurizer.of_extraction(e)).collect();
-    let y: Vec<f64> = data.iter().map(|(_, c)| *c).collect();
-    let (mut model, _) = train(&x, &y, featurizer.layout.clone(), &config.train, seed, device)?;
-    model.meta.egraph_fingerprint = fingerprint.to_string();
+) -> Result<Ensemble> {
+    let featurizer = Featurizer::fresh(config.features, problem, original);
+    let x: Vec<Vec<f64>> = data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
+    let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
+    let test: Vec<bool> = data.iter().map(|l| l.test).collect();
+    let mut model = train(&x, &y, &test, featurizer.layout.clone(), &config.train, seed, device)?;
+    model.meta.egraphs = vec![fingerprint.to_string()];
     model.meta.oracle = oracle_id.to_string();
     Ok(model)
 }

@@ -1,24 +1,42 @@
 //! Features of an extraction for learned cost models, in two forms: of a
 //! discrete extraction (for training) and of SmoothE's node probabilities
-//! (for optimising), the second being the expectation of the first.
+//! (for optimising), the second being the relaxation's expectation of the
+//! first, so the two agree exactly on a one-hot probability vector.
+//!
+//! Every feature is operator-level (no node or class ids), so a layout
+//! learned on one e-graph applies to any e-graph of the same operator
+//! language:
+//!
+//! - `count:OP`: how many chosen (original) nodes have operator `OP`;
+//! - `cost:OP`: the sum of their node costs;
+//! - `pair:P>C` (`structure` only): how many edges go from a chosen `P`
+//!   node to a class whose chosen node is a `C` node;
+//! - `pair:<unseen>` (`structure` only): edges whose pair the layout
+//!   lacks (always 0 on the e-graphs a model was trained on);
+//! - `linear`: the DAG cost, the sum of all chosen node costs.
+//!
+//! Nodes without children pool as the operator `<leaf>`, since inputs and
+//! constants are named differently in every design.
 
-use crate::egraph::NodeIdx;
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
-use candle_core::{Result, Tensor};
+use anyhow::bail;
+use candle_core::{DType, Result, Tensor};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
 
 /// Which features a model reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum FeatureKind {
-    /// One feature per (reduced) node: 1 when chosen. Ties the model to
-    /// one e-graph, as the published code does.
-    Selection,
-    /// Per operator, how many chosen nodes have it and the sum of their
-    /// costs (leaves pooled as `<leaf>`). Transfers between e-graphs of the
-    /// same operator language.
+    /// Per operator, the count of chosen nodes and the sum of their costs,
+    /// plus the DAG cost.
     OpCounts,
+    /// `op-counts` plus, per (parent operator, child operator) pair, the
+    /// number of chosen edges between them.
+    Structure,
 }
 
 /// The feature layout of a model, saved with it.
@@ -26,21 +44,15 @@ pub enum FeatureKind {
 pub struct FeatureLayout {
     /// Which features.
     pub kind: FeatureKind,
-    /// Feature names, in order (node ids for `selection`).
+    /// Feature names, in order.
     pub names: Vec<String>,
 }
 
-/// Features bound to one preprocessed e-graph: a `[nodes, features]`
-/// matrix `M` with `features(x) = x^T M` for a node vector `x` (the
-/// identity, not stored, for `selection`).
-pub struct Featurizer {
-    /// The layout.
-    pub layout: FeatureLayout,
-    matrix: Vec<f32>,
-    nodes: usize,
-}
+/// The feature that counts operator pairs a layout has no feature for.
+pub const UNSEEN_PAIR: &str = "pair:<unseen>";
 
-fn op_key(original: &crate::egraph::EGraph, n: NodeIdx) -> String {
+/// The operator a feature calls an original node by.
+pub fn op_key(original: &EGraph, n: NodeIdx) -> String {
     if original.children(n).is_empty() {
         "<leaf>".into()
     } else {
@@ -48,54 +60,332 @@ fn op_key(original: &crate::egraph::EGraph, n: NodeIdx) -> String {
     }
 }
 
-impl Featurizer {
-    /// The features of `kind` for `problem` (preprocessed from `original`).
-    /// For `op-counts`, `names` fixes the layout (from a saved model);
-    /// without it the layout is this graph's operators, sorted.
-    pub fn new(
-        kind: FeatureKind,
-        problem: &Reduced,
-        original: &crate::egraph::EGraph,
-        names: Option<&[String]>,
-    ) -> Self {
-        let g = &problem.graph;
-        let nn = g.num_nodes();
-        match kind {
-            FeatureKind::Selection => {
-                // The identity matrix, never stored.
-                let names: Vec<String> = (0..nn as NodeIdx).map(|n| g.node_name(n).to_string()).collect();
-                Featurizer { layout: FeatureLayout { kind, names }, matrix: Vec::new(), nodes: nn }
-            }
-            FeatureKind::OpCounts => {
-                let names: Vec<String> = match names {
-                    Some(n) => n.to_vec(),
-                    None => {
-                        let mut ops: Vec<String> = (0..nn as NodeIdx)
-                            .flat_map(|n| problem.origin(n).iter().map(|&(_, o)| op_key(original, o)))
-                            .collect();
-                        ops.sort();
-                        ops.dedup();
-                        ops.iter().flat_map(|o| [format!("count:{o}"), format!("cost:{o}")]).collect()
-                    }
-                };
-                let index: std::collections::HashMap<&str, usize> =
-                    names.iter().enumerate().map(|(i, s)| (s.as_str(), i)).collect();
-                let f = names.len();
-                let mut matrix = vec![0f32; nn * f];
-                for n in 0..nn as NodeIdx {
-                    for &(_, o) in problem.origin(n) {
-                        let key = op_key(original, o);
-                        if let Some(&i) = index.get(format!("count:{key}").as_str()) {
-                            matrix[n as usize * f + i] += 1.0;
-                        }
-                        if let Some(&i) = index.get(format!("cost:{key}").as_str()) {
-                            matrix[n as usize * f + i] += original.cost(o) as f32;
-                        }
-                    }
-                }
-                Featurizer { layout: FeatureLayout { kind, names }, matrix, nodes: nn }
+/// The feature names `kind` gives `problem` (preprocessed from `original`):
+/// its operators and operator pairs, sorted, then `linear`.
+pub fn vocabulary(kind: FeatureKind, problem: &Reduced, original: &EGraph) -> Vec<String> {
+    let g = &problem.graph;
+    let mut ops = BTreeSet::new();
+    let mut pairs = BTreeSet::new();
+    let mut heads: Vec<String> = Vec::with_capacity(g.num_nodes());
+    for n in 0..g.num_nodes() as NodeIdx {
+        heads.push(op_key(original, problem.origin(n)[0].1));
+        for &(_, o) in problem.origin(n) {
+            ops.insert(op_key(original, o));
+        }
+    }
+    if kind == FeatureKind::Structure {
+        let wiring = Wiring::new(problem, original);
+        for &(_, c, parent_op) in &wiring.slots {
+            for &m in g.class_nodes(c) {
+                pairs.insert(format!("pair:{}>{}", wiring.ops[parent_op as usize], heads[m as usize]));
             }
         }
+        for (p, ch) in &wiring.internal_pairs {
+            pairs.insert(format!("pair:{}>{}", wiring.ops[*p as usize], wiring.ops[*ch as usize]));
+        }
+        pairs.insert(UNSEEN_PAIR.to_string());
+    }
+    let mut names: Vec<String> = ops.iter().map(|o| format!("count:{o}")).collect();
+    names.extend(ops.iter().map(|o| format!("cost:{o}")));
+    names.extend(pairs);
+    names.push("linear".into());
+    names
+}
+
+/// How the reduced nodes of a preprocessed graph wire operators together:
+/// each reduced node's child slots with the operator of the original node
+/// holding that edge, and the operator pairs inside merged nodes.
+struct Wiring {
+    /// Operator names, indexed by the ids used below.
+    ops: Vec<String>,
+    /// Per reduced node, the range of its slots in `slots`.
+    slot_start: Vec<usize>,
+    /// (reduced node, child class in the reduced graph, parent operator id).
+    slots: Vec<(NodeIdx, ClassIdx, u32)>,
+    /// Per reduced node, its (parent operator, child operator) pairs that
+    /// lie inside it (classes merged into it); flattened with `internal_start`.
+    internal: Vec<(u32, u32)>,
+    internal_start: Vec<usize>,
+    /// All internal pairs, for the vocabulary.
+    internal_pairs: BTreeSet<(u32, u32)>,
+    /// Operator id of each reduced node's head (original) node.
+    head_op: Vec<u32>,
+}
+
+impl Wiring {
+    fn new(problem: &Reduced, original: &EGraph) -> Self {
+        let g = &problem.graph;
+        let mut op_ids: HashMap<String, u32> = HashMap::new();
+        let mut ops = Vec::new();
+        let mut id = |name: String| -> u32 {
+            *op_ids.entry(name.clone()).or_insert_with(|| {
+                ops.push(name);
+                (ops.len() - 1) as u32
+            })
+        };
+        let class_by_name: HashMap<&str, ClassIdx> =
+            (0..g.num_classes() as ClassIdx).map(|c| (g.class_name(c), c)).collect();
+        let mut w = Wiring {
+            ops: Vec::new(),
+            slot_start: vec![0],
+            slots: Vec::new(),
+            internal: Vec::new(),
+            internal_start: vec![0],
+            internal_pairs: BTreeSet::new(),
+            head_op: Vec::with_capacity(g.num_nodes()),
+        };
+        for n in 0..g.num_nodes() as NodeIdx {
+            let origin = problem.origin(n);
+            w.head_op.push(id(op_key(original, origin[0].1)));
+            for &(_, o) in origin {
+                let parent = id(op_key(original, o));
+                for &oc in original.children(o) {
+                    if let Some(&(_, inner)) = origin.iter().find(|(c, _)| *c == oc) {
+                        let pair = (parent, id(op_key(original, inner)));
+                        w.internal.push(pair);
+                        w.internal_pairs.insert(pair);
+                    } else if let Some(&c) = class_by_name.get(original.class_name(oc)) {
+                        w.slots.push((n, c, parent));
+                    }
+                }
+            }
+            w.slot_start.push(w.slots.len());
+            w.internal_start.push(w.internal.len());
+        }
+        w.ops = ops;
+        w
+    }
+}
+
+/// Features bound to one preprocessed e-graph. The part that is linear in
+/// the node choices is a `[nodes, features]` matrix; the edge pairs are a
+/// list of (parent node, child node, feature) entries.
+pub struct Featurizer {
+    /// The layout.
+    pub layout: FeatureLayout,
+    graph: EGraph,
+    /// Row-major `[nodes, features]`.
+    matrix: Vec<f64>,
+    /// Per reduced node, its child slots: (child class, feature index of
+    /// each possible child node, aligned with `class_nodes(child class)`).
+    slot_start: Vec<usize>,
+    slot_class: Vec<ClassIdx>,
+    slot_features: Vec<Vec<Option<u32>>>,
+    /// The same entries flattened for the relaxed features.
+    pairs: Arc<PairEdges>,
+    /// `matrix` as a CPU tensor, made on first use.
+    dense: OnceLock<Result<Tensor>>,
+}
+
+/// The (parent node, child node, feature) entries of the pair features,
+/// flattened, with what the class probabilities need.
+#[derive(Default)]
+struct PairEdges {
+    parent: Vec<u32>,
+    child: Vec<u32>,
+    class: Vec<u32>,
+    feature: Vec<u32>,
+    class_of: Vec<u32>,
+    classes: usize,
+    features: usize,
+}
+
+/// Pair features `[features, batch]` of node probabilities `[nodes,
+/// batch]` as plain loops, with a hand-written backward: composed Candle
+/// ops over the edge list cost five times as much per SmoothE step.
+struct PairOp {
+    edges: Arc<PairEdges>,
+}
+
+/// Floor of a class probability in a denominator.
+const CLASS_FLOOR: f64 = 1e-9;
+
+impl PairOp {
+    fn class_prob(&self, p: &[f64], batch: usize) -> Vec<f64> {
+        let e = &self.edges;
+        let mut pc = vec![0.0; e.classes * batch];
+        for (n, &c) in e.class_of.iter().enumerate() {
+            for b in 0..batch {
+                pc[c as usize * batch + b] += p[n * batch + b];
+            }
+        }
+        pc
+    }
+}
+
+fn cpu_values(storage: &candle_core::CpuStorage, layout: &candle_core::Layout) -> Result<Vec<f64>> {
+    let (start, end) = layout
+        .contiguous_offsets()
+        .ok_or_else(|| candle_core::Error::Msg("pair features need contiguous input".into()))?;
+    Ok(match storage {
+        candle_core::CpuStorage::F64(v) => v[start..end].to_vec(),
+        candle_core::CpuStorage::F32(v) => v[start..end].iter().map(|&x| x as f64).collect(),
+        _ => candle_core::bail!("pair features need f32 or f64 probabilities"),
+    })
+}
+
+impl candle_core::CustomOp1 for PairOp {
+    fn name(&self) -> &'static str {
+        "smoothe-pair-features"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &candle_core::CpuStorage,
+        layout: &candle_core::Layout,
+    ) -> Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        let (nn, batch) = layout.shape().dims2()?;
+        let e = &self.edges;
+        if nn != e.class_of.len() {
+            candle_core::bail!("pair features expect [{}, batch] probabilities, got [{nn}, {batch}]", e.class_of.len());
+        }
+        let p = cpu_values(storage, layout)?;
+        let pc = self.class_prob(&p, batch);
+        let mut out = vec![0.0; e.features * batch];
+        for k in 0..e.parent.len() {
+            let (n, m, c, f) = (e.parent[k] as usize, e.child[k] as usize, e.class[k] as usize, e.feature[k] as usize);
+            for b in 0..batch {
+                out[f * batch + b] += p[n * batch + b] * p[m * batch + b] / pc[c * batch + b].max(CLASS_FLOOR);
+            }
+        }
+        let storage = match storage {
+            candle_core::CpuStorage::F32(_) => candle_core::CpuStorage::F32(out.into_iter().map(|x| x as f32).collect()),
+            _ => candle_core::CpuStorage::F64(out),
+        };
+        Ok((storage, candle_core::Shape::from((e.features, batch))))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let (nn, batch) = arg.dims2()?;
+        let e = &self.edges;
+        let p: Vec<f64> = arg.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
+        let g: Vec<f64> = grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
+        let pc = self.class_prob(&p, batch);
+        // 1 / P(c) (floored), and d(1 / P(c)) / dP(c) = -1 / P(c)^2 where
+        // the floor is not active.
+        let inv: Vec<f64> = pc.iter().map(|&x| 1.0 / x.max(CLASS_FLOOR)).collect();
+        let dinv: Vec<f64> = pc.iter().zip(&inv).map(|(&x, &i)| if x > CLASS_FLOOR { -i * i } else { 0.0 }).collect();
+        let mut dp = vec![0.0; nn * batch];
+        let mut dpc = vec![0.0; e.classes * batch];
+        let (mut to_parent, mut to_child) = (vec![0.0; batch], vec![0.0; batch]);
+        let row = |i: usize| i * batch..(i + 1) * batch;
+        for k in 0..e.parent.len() {
+            let (n, m, c, f) = (e.parent[k] as usize, e.child[k] as usize, e.class[k] as usize, e.feature[k] as usize);
+            let (pn, pm, gf) = (&p[row(n)], &p[row(m)], &g[row(f)]);
+            let (iv, dv) = (&inv[row(c)], &dinv[row(c)]);
+            let dc = &mut dpc[c * batch..(c + 1) * batch];
+            for b in 0..batch {
+                let r = gf[b];
+                to_parent[b] = r * pm[b] * iv[b];
+                to_child[b] = r * pn[b] * iv[b];
+                dc[b] += r * pn[b] * pm[b] * dv[b];
+            }
+            for (d, t) in dp[n * batch..(n + 1) * batch].iter_mut().zip(&to_parent) {
+                *d += t;
+            }
+            for (d, t) in dp[m * batch..(m + 1) * batch].iter_mut().zip(&to_child) {
+                *d += t;
+            }
+        }
+        for (n, &c) in e.class_of.iter().enumerate() {
+            for b in 0..batch {
+                dp[n * batch + b] += dpc[c as usize * batch + b];
+            }
+        }
+        Ok(Some(Tensor::from_vec(dp, (nn, batch), arg.device())?.to_dtype(arg.dtype())?))
+    }
+}
+
+impl Featurizer {
+    /// The features named `names` (a saved layout, or [`vocabulary`]) for
+    /// `problem`, preprocessed from `original`. Names this graph never
+    /// produces stay 0; operators of this graph that `names` lacks are
+    /// reported by [`Featurizer::unknown_ops`] and otherwise ignored.
+    pub fn new(kind: FeatureKind, problem: &Reduced, original: &EGraph, names: &[String]) -> Self {
+        let g = &problem.graph;
+        let nn = g.num_nodes();
+        let f = names.len();
+        let index: HashMap<&str, u32> = names.iter().enumerate().map(|(i, s)| (s.as_str(), i as u32)).collect();
+        let mut matrix = vec![0f64; nn * f];
+        let wiring = Wiring::new(problem, original);
+        // A pair the layout lacks counts as `pair:<unseen>`.
+        let unseen = index.get(UNSEEN_PAIR).copied();
+        let pair_index = |p: u32, c: u32| {
+            index.get(format!("pair:{}>{}", wiring.ops[p as usize], wiring.ops[c as usize]).as_str()).copied().or(unseen)
+        };
+        for n in 0..nn as NodeIdx {
+            let row = &mut matrix[n as usize * f..(n as usize + 1) * f];
+            for &(_, o) in problem.origin(n) {
+                let key = op_key(original, o);
+                if let Some(&i) = index.get(format!("count:{key}").as_str()) {
+                    row[i as usize] += 1.0;
+                }
+                if let Some(&i) = index.get(format!("cost:{key}").as_str()) {
+                    row[i as usize] += original.cost(o);
+                }
+            }
+            if let Some(&i) = index.get("linear") {
+                row[i as usize] += g.cost(n);
+            }
+            if kind == FeatureKind::Structure {
+                for &(p, c) in &wiring.internal[wiring.internal_start[n as usize]..wiring.internal_start[n as usize + 1]] {
+                    if let Some(i) = pair_index(p, c) {
+                        row[i as usize] += 1.0;
+                    }
+                }
+            }
+        }
+        let mut fz = Featurizer {
+            layout: FeatureLayout { kind, names: names.to_vec() },
+            graph: g.clone(),
+            matrix,
+            slot_start: vec![0],
+            slot_class: Vec::new(),
+            slot_features: Vec::new(),
+            pairs: Arc::new(PairEdges::default()),
+            dense: OnceLock::new(),
+        };
+        let mut edges = PairEdges {
+            class_of: (0..nn as NodeIdx).map(|n| g.class_of(n)).collect(),
+            classes: g.num_classes(),
+            features: f,
+            ..PairEdges::default()
+        };
+        if kind == FeatureKind::Structure {
+            for n in 0..nn {
+                for &(_, c, p) in &wiring.slots[wiring.slot_start[n]..wiring.slot_start[n + 1]] {
+                    let per_child: Vec<Option<u32>> =
+                        g.class_nodes(c).iter().map(|&m| pair_index(p, wiring.head_op[m as usize])).collect();
+                    for (&m, fi) in g.class_nodes(c).iter().zip(&per_child) {
+                        if let Some(fi) = fi {
+                            edges.parent.push(n as u32);
+                            edges.child.push(m);
+                            edges.class.push(c);
+                            edges.feature.push(*fi);
+                        }
+                    }
+                    fz.slot_class.push(c);
+                    fz.slot_features.push(per_child);
+                }
+                fz.slot_start.push(fz.slot_class.len());
+            }
+        } else {
+            fz.slot_start = vec![0; nn + 1];
+        }
+        fz.pairs = Arc::new(edges);
+        fz
+    }
+
+    /// A featurizer with this graph's own vocabulary.
+    pub fn fresh(kind: FeatureKind, problem: &Reduced, original: &EGraph) -> Self {
+        Self::new(kind, problem, original, &vocabulary(kind, problem, original))
+    }
+
+    /// Operators and operator pairs of this graph that the layout has no
+    /// feature for (sorted). A model cannot judge them.
+    pub fn unknown_features(kind: FeatureKind, problem: &Reduced, original: &EGraph, names: &[String]) -> Vec<String> {
+        let known: std::collections::HashSet<&str> = names.iter().map(|s| s.as_str()).collect();
+        vocabulary(kind, problem, original).into_iter().filter(|n| !known.contains(n.as_str())).collect()
     }
 
     /// Number of features.
@@ -103,36 +393,59 @@ impl Featurizer {
         self.layout.names.len()
     }
 
-    /// Features of a valid extraction of the reduced graph (reachable
-    /// classes only count).
-    pub fn of_extraction(&self, extraction: &Extraction) -> Vec<f32> {
+    /// Features of an extraction of the reduced graph; only the classes
+    /// reachable from the roots count. Errors if it is not valid.
+    pub fn of_extraction(&self, extraction: &Extraction) -> anyhow::Result<Vec<f64>> {
         let f = self.dim();
-        let mut out = vec![0f32; f];
-        if self.layout.kind == FeatureKind::Selection {
-            for n in extraction.choices.iter().flatten() {
-                out[*n as usize] = 1.0;
-            }
-            return out;
-        }
-        for n in extraction.choices.iter().flatten() {
-            let row = &self.matrix[*n as usize * f..(*n as usize + 1) * f];
-            for (o, &m) in out.iter_mut().zip(row) {
+        let mut out = vec![0f64; f];
+        let order = match extraction.check(&self.graph) {
+            Ok(order) => order,
+            Err(defect) => bail!("cannot featurize an invalid extraction: {defect}"),
+        };
+        for c in order {
+            let n = extraction.choices[c as usize].expect("checked") as usize;
+            for (o, &m) in out.iter_mut().zip(&self.matrix[n * f..(n + 1) * f]) {
                 *o += m;
             }
+            for s in self.slot_start[n]..self.slot_start[n + 1] {
+                let child_class = self.slot_class[s];
+                let m = extraction.choices[child_class as usize].expect("checked");
+                let pos = self.graph.class_nodes(child_class).iter().position(|&x| x == m).expect("own class");
+                if let Some(fi) = self.slot_features[s][pos] {
+                    out[fi as usize] += 1.0;
+                }
+            }
         }
-        out
+        Ok(out)
     }
 
     /// Expected features `[batch, features]` of node probabilities
-    /// `[nodes, batch]`.
+    /// `[nodes, batch]` (same dtype as the input). The pair count of an
+    /// edge `n -> c` to child `m` is `P(n) P(m) / P(c)`: the probability
+    /// of `n` times that of `m` given its class.
     pub fn of_probabilities(&self, node_prob: &Tensor) -> Result<Tensor> {
-        match self.layout.kind {
-            FeatureKind::Selection => node_prob.t()?.contiguous(),
-            FeatureKind::OpCounts => {
-                let m = Tensor::from_slice(&self.matrix, (self.nodes, self.dim()), node_prob.device())?
-                    .to_dtype(node_prob.dtype())?;
-                node_prob.t()?.contiguous()?.matmul(&m)
-            }
+        let dev = node_prob.device();
+        let dtype = node_prob.dtype();
+        let (nn, _) = node_prob.dims2()?;
+        let m = self
+            .dense
+            .get_or_init(|| Tensor::from_slice(&self.matrix, (nn, self.dim()), &candle_core::Device::Cpu))
+            .as_ref()
+            .map_err(|e| candle_core::Error::Msg(format!("feature matrix: {e}")))?
+            .clone();
+        let m = m.to_device(dev)?.to_dtype(dtype)?;
+        let dense = node_prob.t()?.matmul(&m)?;
+        if self.pairs.parent.is_empty() {
+            return Ok(dense);
         }
+        let on_cpu = node_prob.to_device(&candle_core::Device::Cpu)?.contiguous()?;
+        let pairs = on_cpu.apply_op1(PairOp { edges: self.pairs.clone() })?.to_device(dev)?;
+        dense + pairs.t()?
+    }
+
+    /// Features of many extractions as a `[rows, features]` f32 tensor.
+    pub fn tensor_of(&self, rows: &[Vec<f64>], device: &candle_core::Device) -> Result<Tensor> {
+        let flat: Vec<f32> = rows.iter().flat_map(|r| r.iter().map(|&x| x as f32)).collect();
+        Tensor::from_vec(flat, (rows.len(), self.dim()), device)?.to_dtype(DType::F32)
     }
 }

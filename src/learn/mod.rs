@@ -2,12 +2,15 @@
 //! self-contained extraction files handed to oracles.
 
 pub mod active;
+pub mod anneal;
 pub mod features;
 pub mod labeler;
 pub mod labels;
-pub mod model;
+pub mod network;
+pub mod objective;
 pub mod oracle;
 pub mod sample;
+pub mod train;
 
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;

@@ -1,0 +1,256 @@
+//! The cost model's network: a small deep ensemble of MLPs (candle-nn
+//! `Linear` layers, ReLU) over normalised features, whose spread is the
+//! model's uncertainty, saved as one safetensors file with a metadata
+//! record.
+
+use super::features::FeatureLayout;
+use super::train::TrainReport;
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::Linear;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Key of the metadata record inside the safetensors header.
+const META_KEY: &str = "smoothe";
+/// Version of the file layout; older files are refused with a message.
+const FORMAT: u32 = 2;
+
+/// Everything needed to reload and use a model, saved with its weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelMeta {
+    /// File layout version.
+    pub format: u32,
+    /// Feature layout.
+    pub features: FeatureLayout,
+    /// Features are standardised as `(x - input_mean) / input_scale`.
+    pub input_mean: Vec<f64>,
+    /// See `input_mean`.
+    pub input_scale: Vec<f64>,
+    /// Least value of each feature over the training rows.
+    pub feature_low: Vec<f64>,
+    /// Greatest value of each feature over the training rows.
+    pub feature_high: Vec<f64>,
+    /// Target normalisation: prediction = output * std + mean.
+    pub target_mean: f64,
+    /// See `target_mean`.
+    pub target_std: f64,
+    /// Hidden layer widths (the same for every member).
+    pub hidden: Vec<usize>,
+    /// Members of the ensemble.
+    pub members: usize,
+    /// Fingerprints of the (original) e-graphs the labels came from.
+    pub egraphs: Vec<String>,
+    /// Identity of the oracle whose labels it learned.
+    pub oracle: String,
+    /// Fit quality at training time.
+    pub report: TrainReport,
+}
+
+/// A deep ensemble of MLPs sharing one metadata record.
+#[derive(Clone)]
+pub struct Ensemble {
+    /// Per member, its layers (candle-nn layout: weight `[out, in]`).
+    members: Vec<Vec<Linear>>,
+    /// Metadata.
+    pub meta: ModelMeta,
+}
+
+/// The ensemble's prediction for a batch, in oracle units.
+pub struct Predicted {
+    /// Mean over members, `[batch]`.
+    pub mean: Tensor,
+    /// Standard deviation over members, `[batch]`.
+    pub std: Tensor,
+}
+
+impl Ensemble {
+    /// An ensemble of `members` (each a list of layers) with `meta`.
+    /// Checks that the layer shapes chain from the feature count to 1.
+    pub fn new(members: Vec<Vec<Linear>>, meta: ModelMeta) -> Result<Self> {
+        let e = Ensemble { members, meta };
+        e.validate()?;
+        Ok(e)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let m = &self.meta;
+        let f = m.features.names.len();
+        if m.format != FORMAT {
+            bail!("model format {} is not supported (this build reads format {FORMAT}); retrain it", m.format);
+        }
+        for (what, len) in [
+            ("input_mean", m.input_mean.len()),
+            ("input_scale", m.input_scale.len()),
+            ("feature_low", m.feature_low.len()),
+            ("feature_high", m.feature_high.len()),
+        ] {
+            if len != f {
+                bail!("{what} has {len} entries for {f} features");
+            }
+        }
+        let finite = m.input_mean.iter().chain(&m.input_scale).chain(&m.feature_low).chain(&m.feature_high);
+        if finite.clone().any(|x| !x.is_finite()) || !m.target_mean.is_finite() || !m.target_std.is_finite() {
+            bail!("non-finite normalisation values");
+        }
+        if m.input_scale.iter().any(|&s| s <= 0.0) || m.target_std <= 0.0 {
+            bail!("non-positive normalisation scale");
+        }
+        if self.members.is_empty() || self.members.len() != m.members {
+            bail!("{} members stored, metadata says {}", self.members.len(), m.members);
+        }
+        let mut dims = vec![f];
+        dims.extend(&m.hidden);
+        dims.push(1);
+        for (k, layers) in self.members.iter().enumerate() {
+            if layers.len() + 1 != dims.len() {
+                bail!("member {k} has {} layers, expected {}", layers.len(), dims.len() - 1);
+            }
+            for (i, (layer, w)) in layers.iter().zip(dims.windows(2)).enumerate() {
+                let shape = layer.weight().dims().to_vec();
+                if shape != [w[1], w[0]] {
+                    bail!("member {k} layer {i}: weight shape {shape:?}, expected [{}, {}]", w[1], w[0]);
+                }
+                let bias = layer.bias().map(|b| b.dims().to_vec());
+                if bias != Some(vec![w[1]]) {
+                    bail!("member {k} layer {i}: bias shape {bias:?}, expected [{}]", w[1]);
+                }
+                for t in [Some(layer.weight()), layer.bias()].into_iter().flatten() {
+                    let v: Vec<f32> = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+                    if v.iter().any(|x| !x.is_finite()) {
+                        bail!("member {k} layer {i}: non-finite weights");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of features the model reads.
+    pub fn dim(&self) -> usize {
+        self.meta.features.names.len()
+    }
+
+    /// Standardised features of raw features `[batch, F]` (any float dtype).
+    pub fn standardise(&self, features: &Tensor) -> candle_core::Result<Tensor> {
+        let f = self.dim();
+        let dev = features.device();
+        let mean = Tensor::from_slice(&self.meta.input_mean, f, dev)?.to_dtype(features.dtype())?;
+        let scale = Tensor::from_slice(&self.meta.input_scale, f, dev)?.to_dtype(features.dtype())?;
+        features.broadcast_sub(&mean)?.broadcast_div(&scale)
+    }
+
+    /// Each member's normalised output `[members, batch]` for standardised
+    /// features `[batch, F]`, in their dtype.
+    pub fn member_outputs(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let outs = self.members.iter().map(|layers| forward(layers, x)).collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::stack(&outs, 0)
+    }
+
+    /// Mean and spread of the members' predictions (oracle units) for raw
+    /// features `[batch, F]`. Differentiable in the features.
+    pub fn predict(&self, features: &Tensor) -> candle_core::Result<Predicted> {
+        let y = self.member_outputs(&self.standardise(features)?)?;
+        let mean = y.mean(0)?;
+        let var = y.broadcast_sub(&mean)?.sqr()?.mean(0)?;
+        // The small floor keeps the gradient of the square root finite
+        // where the members agree exactly.
+        let std = (var + 1e-8)?.sqrt()?;
+        Ok(Predicted {
+            mean: ((mean * self.meta.target_std)? + self.meta.target_mean)?,
+            std: (std * self.meta.target_std)?,
+        })
+    }
+
+    /// The device holding the weights.
+    pub fn device(&self) -> &Device {
+        self.members[0][0].weight().device()
+    }
+
+    /// Writes weights and metadata to one safetensors file.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut tensors: Vec<(String, Vec<u8>, Vec<usize>)> = Vec::new();
+        for (k, layers) in self.members.iter().enumerate() {
+            for (i, layer) in layers.iter().enumerate() {
+                for (what, t) in [("weight", Some(layer.weight())), ("bias", layer.bias())] {
+                    let Some(t) = t else { continue };
+                    let v: Vec<f32> = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+                    tensors.push((
+                        format!("member{k}.layer{i}.{what}"),
+                        v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                        t.dims().to_vec(),
+                    ));
+                }
+            }
+        }
+        let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+            .iter()
+            .map(|(k, bytes, shape)| {
+                Ok((k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)?))
+            })
+            .collect::<Result<_>>()?;
+        let meta = HashMap::from([(META_KEY.to_string(), serde_json::to_string(&self.meta)?)]);
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+        }
+        let bytes = safetensors::serialize(views, Some(meta))?;
+        let tmp = path.with_extension("safetensors.tmp");
+        std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Reads a model written by [`Ensemble::save`], checking every shape,
+    /// normalisation vector and weight. Errors name the file.
+    pub fn load(path: &Path, device: &Device) -> Result<Ensemble> {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_bytes(&bytes, device).with_context(|| format!("{}: not a usable smoothe model", path.display()))
+    }
+
+    fn from_bytes(bytes: &[u8], device: &Device) -> Result<Ensemble> {
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes).context("not a safetensors file")?;
+        let meta_json =
+            header.metadata().as_ref().and_then(|m| m.get(META_KEY)).context("no smoothe metadata record")?;
+        let meta: ModelMeta = serde_json::from_str(meta_json).context("bad smoothe metadata record")?;
+        let tensors = candle_core::safetensors::load_buffer(bytes, device).context("cannot read the tensors")?;
+        let mut members = Vec::new();
+        for k in 0..meta.members {
+            let mut layers = Vec::new();
+            for i in 0..=meta.hidden.len() {
+                let get = |what: &str| {
+                    tensors
+                        .get(&format!("member{k}.layer{i}.{what}"))
+                        .cloned()
+                        .with_context(|| format!("missing tensor member{k}.layer{i}.{what}"))
+                };
+                layers.push(Linear::new(get("weight")?, Some(get("bias")?)));
+            }
+            members.push(layers);
+        }
+        Ensemble::new(members, meta)
+    }
+}
+
+/// One member's forward pass: ReLU between layers, output squeezed to
+/// `[batch]`; weights follow the input's dtype.
+pub fn forward(layers: &[Linear], x: &Tensor) -> candle_core::Result<Tensor> {
+    let mut h = x.clone();
+    for (i, layer) in layers.iter().enumerate() {
+        h = if layer.weight().dtype() == h.dtype() {
+            layer.forward(&h)?
+        } else {
+            let cast = Linear::new(
+                layer.weight().to_dtype(h.dtype())?,
+                layer.bias().map(|b| b.to_dtype(h.dtype())).transpose()?,
+            );
+            cast.forward(&h)?
+        };
+        if i + 1 < layers.len() {
+            h = h.relu()?;
+        }
+    }
+    h.squeeze(1)
+}

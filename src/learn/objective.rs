@@ -1,0 +1,198 @@
+//! A frozen ensemble as SmoothE's objective, made conservative so that
+//! gradient descent cannot profit from the model's errors:
+//!
+//! `score = mean + kappa * std + trust * target_std * outside`,
+//!
+//! where `std` is the spread of the ensemble and `outside` measures how
+//! far the features leave the box the training labels span (per feature,
+//! the overshoot divided by the box's width, at least 1, summed). Inside
+//! the box the score is the optimistic-free mean plus an uncertainty
+//! premium; outside it, every unit of a feature the model never saw costs
+//! `trust` target standard deviations. Both terms are differentiable in
+//! the node probabilities, so SmoothE, its decoding and its polishing all
+//! judge candidates by the same score.
+
+use super::features::{FeatureKind, Featurizer};
+use super::network::Ensemble;
+use crate::cost::{CostModel, LinearCost};
+use crate::egraph::EGraph;
+use crate::extraction::Extraction;
+use crate::preprocess::Reduced;
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+/// How conservative the objective is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Conservatism {
+    /// Weight of the ensemble's standard deviation (0: the mean alone).
+    pub kappa: f64,
+    /// Target standard deviations charged per box-width a feature lies
+    /// outside the training range (0: no trust region).
+    pub trust: f64,
+}
+
+impl Default for Conservatism {
+    fn default() -> Self {
+        Conservatism { kappa: 1.0, trust: 1.0 }
+    }
+}
+
+/// The model's verdict on one extraction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// Ensemble mean (oracle units).
+    pub mean: f64,
+    /// Ensemble standard deviation (oracle units).
+    pub std: f64,
+    /// How far the features lie outside the training range (0: inside).
+    pub outside: f64,
+    /// Features outside the training range.
+    pub features_outside: usize,
+}
+
+/// A frozen ensemble bound to one preprocessed e-graph, as a [`CostModel`].
+pub struct LearnedCost {
+    model: Ensemble,
+    featurizer: Featurizer,
+    /// How conservative [`CostModel::expected`] and [`CostModel::cost_of`] are.
+    pub conservatism: Conservatism,
+    linear: Option<(LinearCost, f64)>,
+    low: Vec<f64>,
+    high: Vec<f64>,
+    width: Vec<f64>,
+}
+
+impl LearnedCost {
+    /// Binds `model` to `problem` (preprocessed from `original`), plus
+    /// `linear_weight` times the node-cost objective. Refuses a graph with
+    /// an operator the model has no feature for, naming it; an operator
+    /// pair it has never seen counts as `pair:<unseen>`, which lies outside
+    /// the training range and so is charged by the trust region.
+    pub fn new(
+        model: Ensemble,
+        problem: &Reduced,
+        original: &EGraph,
+        conservatism: Conservatism,
+        linear_weight: f64,
+        device: &Device,
+    ) -> Result<Self> {
+        let kind = model.meta.features.kind;
+        let names = model.meta.features.names.clone();
+        let unknown: Vec<String> = Featurizer::unknown_features(kind, problem, original, &names)
+            .into_iter()
+            .filter(|n| n.starts_with("count:"))
+            .map(|n| n.trim_start_matches("count:").to_string())
+            .collect();
+        if !unknown.is_empty() {
+            bail!(
+                "the model has never seen the operator(s) {} of this e-graph (it knows {}); \
+                 train it on labels that use them",
+                unknown.join(", "),
+                names.iter().filter_map(|n| n.strip_prefix("count:")).collect::<Vec<_>>().join(", ")
+            );
+        }
+        if kind == FeatureKind::OpCounts && model.meta.features.names.iter().any(|n| n.starts_with("pair:")) {
+            bail!("feature layout says op-counts but lists operator pairs");
+        }
+        let featurizer = Featurizer::new(kind, problem, original, &names);
+        let linear = (linear_weight != 0.0)
+            .then(|| LinearCost::new(&problem.graph, device).map(|l| (l, linear_weight)))
+            .transpose()?;
+        let low = model.meta.feature_low.clone();
+        let high = model.meta.feature_high.clone();
+        let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
+        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Ensemble {
+        &self.model
+    }
+
+    /// The conservative score of a prediction (without the linear term).
+    pub fn score(&self, p: &Prediction) -> f64 {
+        p.mean + self.conservatism.kappa * p.std + self.conservatism.trust * self.model.meta.target_std * p.outside
+    }
+
+    /// Lower confidence bound `mean - beta * std`, plus the trust-region
+    /// charge: the acquisition rule of the active loop.
+    pub fn lower_bound(&self, p: &Prediction, beta: f64) -> f64 {
+        p.mean - beta * p.std + self.conservatism.trust * self.model.meta.target_std * p.outside
+    }
+
+    /// The model's verdicts on extractions of the reduced graph, batched.
+    pub fn predict(&self, extractions: &[Extraction]) -> Result<Vec<Prediction>> {
+        let mut out = Vec::with_capacity(extractions.len());
+        for chunk in extractions.chunks(256) {
+            let rows: Vec<Vec<f64>> = chunk.iter().map(|e| self.featurizer.of_extraction(e)).collect::<Result<_>>()?;
+            let x = self.featurizer.tensor_of(&rows, self.model.device())?;
+            let p = self.model.predict(&x)?;
+            let mean: Vec<f64> = p.mean.to_dtype(DType::F64)?.to_vec1()?;
+            let std: Vec<f64> = p.std.to_dtype(DType::F64)?.to_vec1()?;
+            for ((row, mean), std) in rows.iter().zip(mean).zip(std) {
+                let (outside, features_outside) = self.outside(row);
+                out.push(Prediction { mean, std, outside, features_outside });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Conservative scores (plus the linear term) of extractions.
+    pub fn scores(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
+        let preds = self.predict(extractions)?;
+        Ok(preds
+            .iter()
+            .zip(extractions)
+            .map(|(p, e)| self.score(p) + self.linear.as_ref().map_or(0.0, |(l, w)| w * l.cost_of(e)))
+            .collect())
+    }
+
+    fn outside(&self, row: &[f64]) -> (f64, usize) {
+        let mut total = 0.0;
+        let mut count = 0;
+        for j in 0..row.len() {
+            let over = (row[j] - self.high[j]).max(0.0) + (self.low[j] - row[j]).max(0.0);
+            if over > 1e-9 {
+                total += over / self.width[j];
+                count += 1;
+            }
+        }
+        (total, count)
+    }
+}
+
+impl CostModel for LearnedCost {
+    fn name(&self) -> String {
+        let c = self.conservatism;
+        let base = format!("ensemble mean + {} std + {} trust", c.kappa, c.trust);
+        match &self.linear {
+            Some((_, w)) => format!("{base} + {w} x linear"),
+            None => base,
+        }
+    }
+    fn expected(&self, node_prob: &Tensor) -> candle_core::Result<Tensor> {
+        let dev = node_prob.device();
+        let dtype = node_prob.dtype();
+        let x = self.featurizer.of_probabilities(node_prob)?;
+        let p = self.model.predict(&x)?;
+        let mut y = (p.mean + (p.std * self.conservatism.kappa)?)?;
+        if self.conservatism.trust > 0.0 {
+            let f = self.low.len();
+            let low = Tensor::from_slice(&self.low, f, dev)?.to_dtype(dtype)?;
+            let high = Tensor::from_slice(&self.high, f, dev)?.to_dtype(dtype)?;
+            let width = Tensor::from_slice(&self.width, f, dev)?.to_dtype(dtype)?;
+            let over = (x.broadcast_sub(&high)?.relu()? + x.broadcast_sub(&low)?.neg()?.relu()?)?;
+            let outside = over.broadcast_div(&width)?.sum(1)?;
+            y = (y + (outside * (self.conservatism.trust * self.model.meta.target_std))?)?;
+        }
+        match &self.linear {
+            Some((l, w)) => y + (l.expected(node_prob)? * *w)?,
+            None => Ok(y),
+        }
+    }
+    fn cost_of(&self, extraction: &Extraction) -> f64 {
+        self.scores(std::slice::from_ref(extraction)).map_or(f64::INFINITY, |y| y[0])
+    }
+}
