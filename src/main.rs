@@ -506,7 +506,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     r.report.test_mae,
                     r.report.test_spearman,
                     r.best_real_cost,
-                    r.optimum.as_ref().map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
+                    r.optimum
+                        .as_ref()
+                        .map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
                     opt(r.optimum.as_ref().and_then(|o| o.real)),
                     opt(r.greedy_real_cost),
                     opt(r.dag_greedy_real_cost),
@@ -533,8 +535,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut log = smoothe::learn::labels::LabelLog::open(&labels)?;
             let labeler = labeler(&oracle, &egraph, &graph, jobs, !run.quiet);
             let config = AnnealConfig { budget, moves, proposals: jobs.max(1), ..AnnealConfig::default() };
-            let mut smoothe_cfg = extract::SmoothEConfig::default();
-            smoothe_cfg.steps = smoothe::learn::active::TrainCostConfig::default().smoothe_steps;
+            // The linear-SmoothE starting point as train-cost makes it.
+            let smoothe_cfg = extract::SmoothEConfig {
+                steps: smoothe::learn::active::TrainCostConfig::default().smoothe_steps,
+                ..extract::SmoothEConfig::default()
+            };
             let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device, progress: false };
             let outcome = anneal(&problem, &labeler, &mut log, &config, &optimiser);
             let _ = std::fs::remove_dir_all(&labeler.work_dir);

@@ -63,17 +63,26 @@ fn expected_features_equal_extraction_features_on_one_hot_probabilities() {
             for _ in 0..5 {
                 let e = random_extraction(g, &mut rng);
                 let direct = fz.of_extraction(&e).unwrap();
-                let relaxed: Vec<f64> = fz.of_probabilities(&one_hot(g, &e)).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+                let relaxed: Vec<f64> =
+                    fz.of_probabilities(&one_hot(g, &e)).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
                 for (j, (a, b)) in direct.iter().zip(&relaxed).enumerate() {
                     assert!((a - b).abs() < 1e-9, "graph {i} {kind:?} feature {}: {a} vs {b}", fz.layout.names[j]);
                 }
                 // Counts agree with the extraction itself.
-                let n_nodes: f64 = fz.layout.names.iter().zip(&direct).filter(|(n, _)| n.starts_with("count:")).map(|(_, v)| v).sum();
+                let n_nodes: f64 =
+                    fz.layout.names.iter().zip(&direct).filter(|(n, _)| n.starts_with("count:")).map(|(_, v)| v).sum();
                 let original_e = problem.to_original(&e).restricted_to_reachable(original).unwrap();
                 assert_eq!(n_nodes as usize, original_e.check(original).unwrap().len(), "graph {i}");
                 let linear = direct[fz.layout.names.iter().position(|n| n == "linear").unwrap()];
                 assert!((linear - e.dag_cost(g).unwrap()).abs() < 1e-9);
-                pairs_seen += fz.layout.names.iter().zip(&direct).filter(|(n, _)| n.starts_with("pair:")).map(|(_, v)| v).sum::<f64>();
+                pairs_seen += fz
+                    .layout
+                    .names
+                    .iter()
+                    .zip(&direct)
+                    .filter(|(n, _)| n.starts_with("pair:"))
+                    .map(|(_, v)| v)
+                    .sum::<f64>();
             }
         }
     }
@@ -84,7 +93,12 @@ fn expected_features_equal_extraction_features_on_one_hot_probabilities() {
 fn structure_pairs_count_the_edges_of_a_hand_made_graph() {
     // root = and(not(x), not(x)); `not` class also offers `or(x, x)`.
     let g = graph(&graph_json(
-        &[("and", "r", 1.0, &["not", "not"]), ("not", "n", 1.0, &["x"]), ("or", "n", 2.0, &["x", "x"]), ("x", "x", 0.0, &[])],
+        &[
+            ("and", "r", 1.0, &["not", "not"]),
+            ("not", "n", 1.0, &["x"]),
+            ("or", "n", 2.0, &["x", "x"]),
+            ("x", "x", 0.0, &[]),
+        ],
         &["r"],
     ));
     let problem = preprocess(&g).unwrap();
@@ -103,7 +117,8 @@ fn small_model(problem: &Reduced, original: &EGraph, seed: u64) -> LearnedCost {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let data: Vec<Extraction> = (0..40).map(|_| random_extraction(&problem.graph, &mut rng)).collect();
     let x: Vec<Vec<f64>> = data.iter().map(|e| fz.of_extraction(e).unwrap()).collect();
-    let y: Vec<f64> = x.iter().map(|r| r.iter().enumerate().map(|(j, v)| v * ((j % 3) as f64 - 0.7)).sum::<f64>().powi(2)).collect();
+    let y: Vec<f64> =
+        x.iter().map(|r| r.iter().enumerate().map(|(j, v)| v * ((j % 3) as f64 - 0.7)).sum::<f64>().powi(2)).collect();
     let test = vec![false; x.len()];
     let cfg = TrainConfig { members: 3, epochs: 80, patience: 20, ..TrainConfig::default() };
     let model = train(&x, &y, &test, fz.layout.clone(), &cfg, seed, &Device::Cpu).unwrap();
@@ -113,7 +128,8 @@ fn small_model(problem: &Reduced, original: &EGraph, seed: u64) -> LearnedCost {
 #[test]
 fn conservative_objective_gradient_matches_finite_differences() {
     let mut checked = 0;
-    for (i, (original, problem)) in problems().iter().enumerate().filter(|(_, (_, p))| p.graph.num_nodes() < 80).take(6) {
+    for (i, (original, problem)) in problems().iter().enumerate().filter(|(_, (_, p))| p.graph.num_nodes() < 80).take(6)
+    {
         let cost = small_model(problem, original, i as u64);
         let nn = problem.graph.num_nodes();
         let batch = 2;

@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use smoothe::learn::labels::{Label, LabelLog};
 use smoothe::learn::network::Ensemble;
-use smoothe::learn::train::{spearman, train, TrainConfig};
 use smoothe::learn::oracle::{parse_cost, Oracle, Verdict};
+use smoothe::learn::train::{spearman, train, TrainConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -335,8 +335,17 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
     // prediction.
     let res = dir.join("default.json");
     let (code, _, stderr) = cli(&[
-        "extract", "--model", out.to_str().unwrap(), "--steps", "60", "--time-limit", "0", "-o",
-        res.to_str().unwrap(), "-q", &graph,
+        "extract",
+        "--model",
+        out.to_str().unwrap(),
+        "--steps",
+        "60",
+        "--time-limit",
+        "0",
+        "-o",
+        res.to_str().unwrap(),
+        "-q",
+        &graph,
     ]);
     assert_eq!(code, 0, "{stderr}");
     let result = parse_json(&std::fs::read_to_string(&res).unwrap());
@@ -492,7 +501,8 @@ fn batched_predictions_match_one_at_a_time() {
     use smoothe::learn::objective::{Conservatism, LearnedCost};
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
-    let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &candle_core::Device::Cpu).unwrap();
+    let model =
+        Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &candle_core::Device::Cpu).unwrap();
     let cost =
         LearnedCost::new(model, &problem, &original, Conservatism::default(), 0.5, &candle_core::Device::Cpu).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -508,4 +518,79 @@ fn batched_predictions_match_one_at_a_time() {
     // Uniform random extractions lie far from the labelled data.
     let preds = cost.predict(&samples).unwrap();
     assert!(preds.iter().filter(|p| p.features_outside > 0).count() > samples.len() / 2);
+}
+
+#[test]
+fn search_anneals_with_the_oracle_within_its_budget() {
+    let dir = fresh_dir("search");
+    let (oracle, calls) = counting_oracle(&dir, false);
+    let graph = repo("datasets/esyn/mul3.json");
+    let labels = dir.join("search.labels.jsonl");
+    let out = dir.join("best.json");
+    let args = [
+        "search",
+        "--oracle",
+        oracle.to_str().unwrap(),
+        "--budget",
+        "30",
+        "--labels",
+        labels.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+        &graph,
+    ];
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let made = std::fs::read_to_string(&calls).unwrap().lines().count();
+    assert!(made <= 30, "{made} oracle calls for a budget of 30");
+    let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    // The result is the best labelled extraction, no worse than where it started.
+    let costs: Vec<f64> = std::fs::read_to_string(&labels)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["cost"].as_f64())
+        .collect();
+    let best = parse_json(&std::fs::read_to_string(&out).unwrap())["real_cost"].as_f64().unwrap();
+    assert_eq!(best, costs.iter().copied().fold(f64::INFINITY, f64::min));
+    assert!(best <= costs[..3].iter().copied().fold(f64::INFINITY, f64::min));
+    assert!(costs.len() > 10, "annealing stopped after {} labels", costs.len());
+    // A rerun with the budget spent asks the oracle nothing.
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), made);
+}
+
+#[test]
+fn damaged_model_files_are_refused_with_one_line() {
+    let dev = candle_core::Device::Cpu;
+    let good = std::fs::read(repo("models/mul3-abc-area.safetensors")).unwrap();
+    let graph = repo("datasets/esyn/mul3.json");
+    let dir = fresh_dir("damaged");
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![("truncated", good[..good.len() / 2].to_vec())];
+    // A shape that does not chain: drop one member's last layer bias.
+    let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &dev).unwrap();
+    let mut meta = model.meta.clone();
+    meta.hidden = vec![meta.hidden[0], meta.hidden[1] + 1];
+    let (_, header) = safetensors::SafeTensors::read_metadata(&good).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&good).unwrap();
+    let mut new_meta = header.metadata().clone().unwrap();
+    new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors.tensors();
+    cases.push(("shape", safetensors::serialize(views, Some(new_meta)).unwrap()));
+    // Bits flipped inside the weights: still parses, values may go wrong;
+    // a NaN must be caught.
+    let mut nan = good.clone();
+    let n = nan.len();
+    nan[n - 4..].copy_from_slice(&f32::NAN.to_le_bytes());
+    cases.push(("nan", nan));
+    for (name, bytes) in cases {
+        let path = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&path, bytes).unwrap();
+        let (code, _, stderr) = cli(&["extract", "--model", path.to_str().unwrap(), "-q", &graph]);
+        assert_eq!(code, 2, "{name}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
+        assert!(stderr.contains(path.to_str().unwrap()) && !stderr.contains("panicked"), "{name}: {stderr}");
+    }
 }

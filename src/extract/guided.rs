@@ -12,7 +12,12 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::{json, Map, Value};
 
-/// SmoothE optimising `model` instead of the linear cost.
+/// SmoothE optimising `model` instead of the linear cost. It first runs
+/// SmoothE on the linear (node) cost for a third of the time or steps, so
+/// the model's optimisation can start from that extraction as well as from
+/// greedy and dag-greedy (whichever the model prices lowest): a
+/// conservative model, which charges leaving its training data, cannot
+/// cross a wide region it has never seen to reach a good one.
 pub struct SmoothEWith<'a> {
     /// The optimiser.
     pub smoothe: SmoothE,
@@ -25,8 +30,20 @@ impl Extractor for SmoothEWith<'_> {
         "smoothe"
     }
     fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
-        let (e, mut details) = self.smoothe.optimise(problem, self.model)?;
+        let start = std::time::Instant::now();
+        let mut linear = self.smoothe.clone();
+        linear.progress = false;
+        linear.config.time_limit = self.smoothe.config.time_limit / 3.0;
+        linear.config.steps = self.smoothe.config.steps.div_ceil(3);
+        let linear_start = linear.extract(problem)?;
+        let mut main = self.smoothe.clone();
+        if main.config.time_limit > 0.0 {
+            main.config.time_limit = (main.config.time_limit - start.elapsed().as_secs_f64()).max(1e-3);
+        }
+        main.config.steps = self.smoothe.config.steps - linear.config.steps.min(self.smoothe.config.steps);
+        let (e, mut details) = main.optimise_from(problem, self.model, std::slice::from_ref(&linear_start))?;
         details.insert("model_cost".into(), json!(self.model.cost_of(&e)));
+        details.insert("linear_start_model_cost".into(), json!(self.model.cost_of(&linear_start)));
         Ok((e, details))
     }
 }

@@ -152,6 +152,7 @@ impl SmoothEConfig {
 }
 
 /// The SmoothE extractor.
+#[derive(Clone)]
 pub struct SmoothE {
     /// Optimiser settings.
     pub config: SmoothEConfig,
@@ -260,7 +261,19 @@ impl SmoothE {
     /// Optimises `model` over `problem`, returning the best valid
     /// extraction found and details (trajectory, steps, timings).
     pub fn optimise(&self, problem: &Reduced, model: &dyn CostModel) -> Result<(Extraction, Map<String, Value>)> {
-        let (best, _, details) = self.optimise_pool(problem, model, 0, &[])?;
+        self.optimise_from(problem, model, &[])
+    }
+
+    /// Like [`SmoothE::optimise`], with `starts` (valid extractions of
+    /// `problem`) joining greedy and dag-greedy as candidate starting
+    /// points; the cheapest by the model is used.
+    pub fn optimise_from(
+        &self,
+        problem: &Reduced,
+        model: &dyn CostModel,
+        starts: &[Extraction],
+    ) -> Result<(Extraction, Map<String, Value>)> {
+        let (best, _, details) = self.optimise_pool(problem, model, 0, starts)?;
         Ok((best, details))
     }
 

@@ -57,9 +57,10 @@ pub struct TrainCostConfig {
     /// Active rounds after the first model.
     pub rounds: usize,
     /// Extractions labelled per round by the model's choice: the model's
-    /// own optimum (SmoothE against the conservative objective), up to a
-    /// quarter more of SmoothE's best distinct decodes, and the rest by
-    /// the acquisition rule from the screened candidates.
+    /// own optimum (SmoothE against the conservative objective, from the
+    /// best labelled extraction), up to a quarter more of SmoothE's best
+    /// distinct decodes, and the rest by the acquisition rule from the
+    /// screened candidates.
     pub per_round: usize,
     /// Candidates the model screens per round: small moves (up to the
     /// trust-region radius), perturbations and crossovers of the best
@@ -188,7 +189,8 @@ pub fn train_cost(
     // The budget caps the labels this e-graph and oracle have in the log
     // over all runs, so a resumed run finishes the same job instead of
     // starting a new one; asking again for a logged label is free.
-    let calls = |log: &LabelLog| log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
+    let calls =
+        |log: &LabelLog| log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
     let mut budget = config.budget.saturating_sub(calls(log));
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
     let run_smoothe = |seed: u64| -> SmoothE {
@@ -226,7 +228,8 @@ pub fn train_cost(
     let originals: Vec<Extraction> = samples.iter().map(|e| problem.to_original(e)).collect();
     labeler.label(log, &originals, &mut budget)?;
     let mut rounds = Vec::new();
-    let labelled = |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction);
+    let labelled =
+        |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction);
     let mut data = labelled(log)?;
     let mut model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed, device)?;
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
@@ -249,7 +252,8 @@ pub fn train_cost(
             break;
         }
         let best_before = best_of(&data);
-        let cost = LearnedCost::new(model.clone(), problem, original, config.conservatism, config.linear_weight, device)?;
+        let cost =
+            LearnedCost::new(model.clone(), problem, original, config.conservatism, config.linear_weight, device)?;
         let mut ranked: Vec<&Labelled> = data.iter().collect();
         ranked.sort_by(|a, b| a.cost.total_cmp(&b.cost));
         seen.extend(data.iter().map(|l| l.extraction.clone()));
@@ -314,9 +318,11 @@ pub fn train_cost(
         let (costs, _) = labeler.label(log, &originals, &mut budget)?;
         let optimum = optimum.map(|(e, predicted)| OptimumCheck {
             predicted,
-            real: batch.iter().position(|b| *b == e).and_then(|i| costs[i]).or_else(|| {
-                data.iter().find(|l| l.extraction == e).map(|l| l.cost)
-            }),
+            real: batch
+                .iter()
+                .position(|b| *b == e)
+                .and_then(|i| costs[i])
+                .or_else(|| data.iter().find(|l| l.extraction == e).map(|l| l.cost)),
         });
         data = labelled(log)?;
         // Trust region: wider after a round that found a better real
@@ -327,7 +333,11 @@ pub fn train_cost(
         } else {
             (radius / 2).max(RADIUS_BOUNDS.0)
         };
-        model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
+        // Random picks never ask the model: only the last one is fitted.
+        if config.acquisition != Acquisition::Random || round == config.rounds || budget == 0 {
+            model =
+                fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
+        }
         rounds.push(summary(round, &model, log, &data, optimum, used));
     }
     let Some(best) = data.iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) else {
@@ -362,9 +372,9 @@ fn erf(x: f64) -> f64 {
 }
 
 /// `size` distinct candidates not in `seen`: in equal shares, small moves
-/// (1 to `radius` classes switched) and perturbations (1-20% of classes) of the
-/// `parents` (the best labelled, best first), crossovers of two parents,
-/// and uniform random extractions.
+/// (1 to `radius` classes switched) and perturbations (1-20% of classes) of
+/// the `parents` (the best labelled, best first), crossovers of two
+/// parents, and uniform random extractions.
 fn screening_pool(
     g: &EGraph,
     parents: &[Extraction],

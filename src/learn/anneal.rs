@@ -74,7 +74,12 @@ pub fn anneal(
     let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, smoothe.extract(problem)?];
     let mut asked = 0;
     let mut calls = 0;
-    let label = |log: &mut LabelLog, items: &[Extraction], budget: &mut usize, asked: &mut usize, calls: &mut usize| -> Result<Vec<Option<f64>>> {
+    let label = |log: &mut LabelLog,
+                 items: &[Extraction],
+                 budget: &mut usize,
+                 asked: &mut usize,
+                 calls: &mut usize|
+     -> Result<Vec<Option<f64>>> {
         let originals: Vec<Extraction> = items.iter().map(|e| problem.to_original(e)).collect();
         let (costs, stats) = labeler.label(log, &originals, budget)?;
         *asked += items.len();
@@ -82,11 +87,8 @@ pub fn anneal(
         Ok(costs)
     };
     let costs = label(log, &starts, &mut budget, &mut asked, &mut calls)?;
-    let Some((mut current, mut current_cost)) = starts
-        .iter()
-        .zip(&costs)
-        .filter_map(|(e, c)| c.map(|c| (e.clone(), c)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
+    let Some((mut current, mut current_cost)) =
+        starts.iter().zip(&costs).filter_map(|(e, c)| c.map(|c| (e.clone(), c))).min_by(|a, b| a.1.total_cmp(&b.1))
     else {
         bail!("the oracle failed on every starting extraction; see the label log for the errors");
     };
@@ -104,7 +106,8 @@ pub fn anneal(
             if proposals.len() == config.proposals.max(1) {
                 break;
             }
-            let e = nudge(g, &current, rng.random_range(1..=config.moves.max(1)), &mut rng).restricted_to_reachable(g)?;
+            let e =
+                nudge(g, &current, rng.random_range(1..=config.moves.max(1)), &mut rng).restricted_to_reachable(g)?;
             if seen.insert(e.clone()) {
                 proposals.push(e);
             }
@@ -119,7 +122,8 @@ pub fn anneal(
         else {
             continue;
         };
-        let accept = c <= current_cost || (temperature > 0.0 && rng.random::<f64>() < (-(c - current_cost) / temperature).exp());
+        let accept =
+            c <= current_cost || (temperature > 0.0 && rng.random::<f64>() < (-(c - current_cost) / temperature).exp());
         if accept {
             current = e.clone();
             current_cost = c;

@@ -249,7 +249,9 @@ impl candle_core::CustomOp1 for PairOp {
             }
         }
         let storage = match storage {
-            candle_core::CpuStorage::F32(_) => candle_core::CpuStorage::F32(out.into_iter().map(|x| x as f32).collect()),
+            candle_core::CpuStorage::F32(_) => {
+                candle_core::CpuStorage::F32(out.into_iter().map(|x| x as f32).collect())
+            }
             _ => candle_core::CpuStorage::F64(out),
         };
         Ok((storage, candle_core::Shape::from((e.features, batch))))
@@ -311,7 +313,10 @@ impl Featurizer {
         // A pair the layout lacks counts as `pair:<unseen>`.
         let unseen = index.get(UNSEEN_PAIR).copied();
         let pair_index = |p: u32, c: u32| {
-            index.get(format!("pair:{}>{}", wiring.ops[p as usize], wiring.ops[c as usize]).as_str()).copied().or(unseen)
+            index
+                .get(format!("pair:{}>{}", wiring.ops[p as usize], wiring.ops[c as usize]).as_str())
+                .copied()
+                .or(unseen)
         };
         for n in 0..nn as NodeIdx {
             let row = &mut matrix[n as usize * f..(n as usize + 1) * f];
@@ -328,7 +333,9 @@ impl Featurizer {
                 row[i as usize] += g.cost(n);
             }
             if kind == FeatureKind::Structure {
-                for &(p, c) in &wiring.internal[wiring.internal_start[n as usize]..wiring.internal_start[n as usize + 1]] {
+                for &(p, c) in
+                    &wiring.internal[wiring.internal_start[n as usize]..wiring.internal_start[n as usize + 1]]
+                {
                     if let Some(i) = pair_index(p, c) {
                         row[i as usize] += 1.0;
                     }

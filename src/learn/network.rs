@@ -15,7 +15,10 @@ use std::path::Path;
 /// Key of the metadata record inside the safetensors header.
 const META_KEY: &str = "smoothe";
 /// Version of the file layout; older files are refused with a message.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
+
+/// The file layout version this build writes.
+pub const MODEL_FORMAT: u32 = FORMAT;
 
 /// Everything needed to reload and use a model, saved with its weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +43,10 @@ pub struct ModelMeta {
     pub hidden: Vec<usize>,
     /// Members of the ensemble.
     pub members: usize,
+    /// Typical spacing of the training labels: the median, over training
+    /// rows, of the root-mean-square distance (standardised features) to
+    /// the nearest other row. Distances are reported in this unit.
+    pub anchor_spacing: f64,
     /// Fingerprints of the (original) e-graphs the labels came from.
     pub egraphs: Vec<String>,
     /// Identity of the oracle whose labels it learned.
@@ -48,11 +55,15 @@ pub struct ModelMeta {
     pub report: TrainReport,
 }
 
-/// A deep ensemble of MLPs sharing one metadata record.
+/// A deep ensemble of MLPs sharing one metadata record, and the
+/// standardised feature rows it was trained on (its anchors: what the model
+/// has seen, for the trust region; feature vectors, not extractions).
 #[derive(Clone)]
 pub struct Ensemble {
     /// Per member, its layers (candle-nn layout: weight `[out, in]`).
     members: Vec<Vec<Linear>>,
+    /// Standardised training feature rows `[rows, F]`.
+    anchors: Tensor,
     /// Metadata.
     pub meta: ModelMeta,
 }
@@ -63,13 +74,16 @@ pub struct Predicted {
     pub mean: Tensor,
     /// Standard deviation over members, `[batch]`.
     pub std: Tensor,
+    /// Root-mean-square distance of the standardised features to the
+    /// nearest anchor, in units of `anchor_spacing`, `[batch]`.
+    pub distance: Tensor,
 }
 
 impl Ensemble {
     /// An ensemble of `members` (each a list of layers) with `meta`.
     /// Checks that the layer shapes chain from the feature count to 1.
-    pub fn new(members: Vec<Vec<Linear>>, meta: ModelMeta) -> Result<Self> {
-        let e = Ensemble { members, meta };
+    pub fn new(members: Vec<Vec<Linear>>, anchors: Tensor, meta: ModelMeta) -> Result<Self> {
+        let e = Ensemble { members, anchors, meta };
         e.validate()?;
         Ok(e)
     }
@@ -96,6 +110,14 @@ impl Ensemble {
         }
         if m.input_scale.iter().any(|&s| s <= 0.0) || m.target_std <= 0.0 {
             bail!("non-positive normalisation scale");
+        }
+        let anchors = self.anchors.dims();
+        if anchors.len() != 2 || anchors[0] == 0 || anchors[1] != f {
+            bail!("anchors have shape {anchors:?}, expected [rows, {f}]");
+        }
+        let a: Vec<f32> = self.anchors.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+        if a.iter().any(|x| !x.is_finite()) || !(m.anchor_spacing.is_finite() && m.anchor_spacing > 0.0) {
+            bail!("non-finite anchors or anchor spacing");
         }
         if self.members.is_empty() || self.members.len() != m.members {
             bail!("{} members stored, metadata says {}", self.members.len(), m.members);
@@ -148,10 +170,17 @@ impl Ensemble {
         Tensor::stack(&outs, 0)
     }
 
-    /// Mean and spread of the members' predictions (oracle units) for raw
-    /// features `[batch, F]`. Differentiable in the features.
+    /// Mean and spread of the members' predictions (oracle units) and the
+    /// distance to the nearest anchor, for raw features `[batch, F]`.
+    /// Differentiable in the features.
     pub fn predict(&self, features: &Tensor) -> candle_core::Result<Predicted> {
-        let y = self.member_outputs(&self.standardise(features)?)?;
+        let x = self.standardise(features)?;
+        let y = self.member_outputs(&x)?;
+        let anchors = self.anchors.to_device(x.device())?.to_dtype(x.dtype())?;
+        let f = self.dim() as f64;
+        let d2 = x.unsqueeze(1)?.broadcast_sub(&anchors.unsqueeze(0)?)?.sqr()?.sum(2)?.min_keepdim(1)?.squeeze(1)?;
+        let distance = ((d2 / f)? + 1e-10)?.sqrt()?;
+        let distance = (distance / self.meta.anchor_spacing)?;
         let mean = y.mean(0)?;
         let var = y.broadcast_sub(&mean)?.sqr()?.mean(0)?;
         // The small floor keeps the gradient of the square root finite
@@ -160,6 +189,7 @@ impl Ensemble {
         Ok(Predicted {
             mean: ((mean * self.meta.target_std)? + self.meta.target_mean)?,
             std: (std * self.meta.target_std)?,
+            distance,
         })
     }
 
@@ -184,6 +214,12 @@ impl Ensemble {
                 }
             }
         }
+        let a: Vec<f32> = self.anchors.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+        tensors.push((
+            "anchors".into(),
+            a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            self.anchors.dims().to_vec(),
+        ));
         let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
             .iter()
             .map(|(k, bytes, shape)| {
@@ -230,7 +266,8 @@ impl Ensemble {
             }
             members.push(layers);
         }
-        Ensemble::new(members, meta)
+        let anchors = tensors.get("anchors").cloned().context("missing tensor anchors")?;
+        Ensemble::new(members, anchors, meta)
     }
 }
 

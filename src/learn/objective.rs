@@ -1,16 +1,18 @@
 //! A frozen ensemble as SmoothE's objective, made conservative so that
 //! gradient descent cannot profit from the model's errors:
 //!
-//! `score = mean + kappa * std + trust * target_std * outside`,
+//! `score = mean + kappa * std + trust * target_std * (outside + beyond)`,
 //!
-//! where `std` is the spread of the ensemble and `outside` measures how
-//! far the features leave the box the training labels span (per feature,
-//! the overshoot divided by the box's width, at least 1, summed). Inside
-//! the box the score is the optimistic-free mean plus an uncertainty
-//! premium; outside it, every unit of a feature the model never saw costs
-//! `trust` target standard deviations. Both terms are differentiable in
-//! the node probabilities, so SmoothE, its decoding and its polishing all
-//! judge candidates by the same score.
+//! where `std` is the spread of the ensemble, `outside` measures how far
+//! the features leave the box the training labels span (per feature, the
+//! overshoot divided by the box's width, at least 1, summed), and `beyond`
+//! how far they are from the nearest training row past the rows' typical
+//! spacing (in spacings). Near the labelled data the score is the mean
+//! plus an uncertainty premium; away from it, every spacing costs `trust`
+//! target standard deviations, so gradient descent cannot wander to where
+//! the model is wrong. Every term is differentiable in the node
+//! probabilities, so SmoothE, its decoding and its polishing all judge
+//! candidates by the same score.
 
 use super::features::{FeatureKind, Featurizer};
 use super::network::Ensemble;
@@ -50,6 +52,9 @@ pub struct Prediction {
     pub outside: f64,
     /// Features outside the training range.
     pub features_outside: usize,
+    /// Distance to the nearest training row, in units of the training
+    /// rows' typical spacing (about 1 inside the labelled region).
+    pub distance: f64,
 }
 
 /// A frozen ensemble bound to one preprocessed e-graph, as a [`CostModel`].
@@ -113,13 +118,20 @@ impl LearnedCost {
 
     /// The conservative score of a prediction (without the linear term).
     pub fn score(&self, p: &Prediction) -> f64 {
-        p.mean + self.conservatism.kappa * p.std + self.conservatism.trust * self.model.meta.target_std * p.outside
+        p.mean + self.conservatism.kappa * p.std + self.charge(p)
+    }
+
+    /// The trust-region charge: `trust * target_std` per range-width outside
+    /// the training box, and per spacing beyond one spacing from the
+    /// nearest training row.
+    pub fn charge(&self, p: &Prediction) -> f64 {
+        self.conservatism.trust * self.model.meta.target_std * (p.outside + (p.distance - 1.0).max(0.0))
     }
 
     /// Lower confidence bound `mean - beta * std`, plus the trust-region
     /// charge: the acquisition rule of the active loop.
     pub fn lower_bound(&self, p: &Prediction, beta: f64) -> f64 {
-        p.mean - beta * p.std + self.conservatism.trust * self.model.meta.target_std * p.outside
+        p.mean - beta * p.std + self.charge(p)
     }
 
     /// The model's verdicts on extractions of the reduced graph, batched.
@@ -131,9 +143,10 @@ impl LearnedCost {
             let p = self.model.predict(&x)?;
             let mean: Vec<f64> = p.mean.to_dtype(DType::F64)?.to_vec1()?;
             let std: Vec<f64> = p.std.to_dtype(DType::F64)?.to_vec1()?;
-            for ((row, mean), std) in rows.iter().zip(mean).zip(std) {
+            let distance: Vec<f64> = p.distance.to_dtype(DType::F64)?.to_vec1()?;
+            for (((row, mean), std), distance) in rows.iter().zip(mean).zip(std).zip(distance) {
                 let (outside, features_outside) = self.outside(row);
-                out.push(Prediction { mean, std, outside, features_outside });
+                out.push(Prediction { mean, std, outside, features_outside, distance });
             }
         }
         Ok(out)
@@ -152,10 +165,10 @@ impl LearnedCost {
     fn outside(&self, row: &[f64]) -> (f64, usize) {
         let mut total = 0.0;
         let mut count = 0;
-        for j in 0..row.len() {
-            let over = (row[j] - self.high[j]).max(0.0) + (self.low[j] - row[j]).max(0.0);
+        for (((&x, &low), &high), &width) in row.iter().zip(&self.low).zip(&self.high).zip(&self.width) {
+            let over = (x - high).max(0.0) + (low - x).max(0.0);
             if over > 1e-9 {
-                total += over / self.width[j];
+                total += over / width;
                 count += 1;
             }
         }
@@ -185,7 +198,8 @@ impl CostModel for LearnedCost {
             let width = Tensor::from_slice(&self.width, f, dev)?.to_dtype(dtype)?;
             let over = (x.broadcast_sub(&high)?.relu()? + x.broadcast_sub(&low)?.neg()?.relu()?)?;
             let outside = over.broadcast_div(&width)?.sum(1)?;
-            y = (y + (outside * (self.conservatism.trust * self.model.meta.target_std))?)?;
+            let beyond = (p.distance - 1.0)?.relu()?;
+            y = (y + ((outside + beyond)? * (self.conservatism.trust * self.model.meta.target_std))?)?;
         }
         match &self.linear {
             Some((l, w)) => y + (l.expected(node_prob)? * *w)?,

@@ -170,7 +170,7 @@ pub fn train(
     let target_std = var.sqrt().max(1e-6 * target_mean.abs().max(1.0));
     let hidden = vec![config.hidden, config.hidden];
     let meta = ModelMeta {
-        format: 2,
+        format: super::network::MODEL_FORMAT,
         features: layout,
         input_mean,
         input_scale,
@@ -180,16 +180,15 @@ pub fn train(
         target_std,
         hidden: hidden.clone(),
         members,
+        anchor_spacing: 1.0,
         egraphs: Vec::new(),
         oracle: String::new(),
         report: TrainReport::default(),
     };
     let (mu, sd) = (&meta.input_mean, &meta.input_scale);
     let standardised = |idx: &[usize]| -> Result<(Tensor, Tensor)> {
-        let x: Vec<f32> = idx
-            .iter()
-            .flat_map(|&i| (0..f).map(move |j| ((rows[i][j] - mu[j]) / sd[j]) as f32))
-            .collect();
+        let x: Vec<f32> =
+            idx.iter().flat_map(|&i| (0..f).map(move |j| ((rows[i][j] - mu[j]) / sd[j]) as f32)).collect();
         let y: Vec<f32> = idx.iter().map(|&i| ((targets[i] - target_mean) / target_std) as f32).collect();
         Ok((Tensor::from_vec(x, (idx.len(), f), device)?, Tensor::from_vec(y, idx.len(), device)?))
     };
@@ -203,9 +202,11 @@ pub fn train(
     let mut epochs_total = 0usize;
     for k in 0..members {
         let (fit_idx, val_idx): (Vec<usize>, Vec<usize>) = if use_folds {
-            let (a, b): (Vec<(usize, usize)>, Vec<(usize, usize)>) =
-                shuffled.iter().copied().enumerate().partition(|(p, _)| p % members != k);
-            (a.into_iter().map(|x| x.1).collect(), b.into_iter().map(|x| x.1).collect())
+            let fold = |p: usize| p % members == k;
+            (
+                shuffled.iter().enumerate().filter(|(p, _)| !fold(*p)).map(|(_, &i)| i).collect(),
+                shuffled.iter().enumerate().filter(|(p, _)| fold(*p)).map(|(_, &i)| i).collect(),
+            )
         } else {
             (shuffled.clone(), Vec::new())
         };
@@ -221,7 +222,38 @@ pub fn train(
         }
         trained.push(layers);
     }
-    let mut model = Ensemble::new(trained, meta)?;
+    // Anchors: the standardised training rows, and their typical spacing.
+    // Distinct rows only: the distance's gradient goes to every nearest
+    // anchor, so a duplicated row would count twice.
+    let mut anchor_rows: Vec<Vec<f64>> =
+        train_idx.iter().map(|&i| (0..f).map(|j| (rows[i][j] - mu[j]) / sd[j]).collect()).collect();
+    anchor_rows.sort_by(|a, b| {
+        a.iter().zip(b).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    anchor_rows.dedup();
+    let mut nearest: Vec<f64> = anchor_rows
+        .iter()
+        .enumerate()
+        .map(|(a, ra)| {
+            anchor_rows
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| *b != a)
+                .map(|(_, rb)| (ra.iter().zip(rb).map(|(x, y)| (x - y).powi(2)).sum::<f64>() / f as f64).sqrt())
+                .fold(f64::INFINITY, f64::min)
+        })
+        .filter(|d| d.is_finite())
+        .collect();
+    nearest.sort_by(f64::total_cmp);
+    let spacing = nearest.get(nearest.len() / 2).copied().unwrap_or(1.0).max(1e-3);
+    let anchors = Tensor::from_vec(
+        anchor_rows.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>(),
+        (anchor_rows.len(), f),
+        device,
+    )?;
+    let mut meta = meta;
+    meta.anchor_spacing = spacing;
+    let mut model = Ensemble::new(trained, anchors, meta)?;
     // Honest metrics: the test split, and out-of-fold on the training rows.
     let predict = |idx: &[usize]| -> Result<(Vec<f64>, Vec<f64>)> {
         if idx.is_empty() {
@@ -283,7 +315,9 @@ fn fit_member(
         vars.push(Var::from_vec(data, (fan_out, fan_in), device)?);
         vars.push(Var::from_vec(vec![0f32; fan_out], fan_out, device)?);
     }
-    let layers_of = |ts: &[Tensor]| -> Vec<Linear> { ts.chunks(2).map(|p| Linear::new(p[0].clone(), Some(p[1].clone()))).collect() };
+    let layers_of = |ts: &[Tensor]| -> Vec<Linear> {
+        ts.chunks(2).map(|p| Linear::new(p[0].clone(), Some(p[1].clone()))).collect()
+    };
     let live: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
     let live_layers = layers_of(&live);
     let mut opt = AdamW::new(

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Does the learned model earn its place? (see ablation.sh)
+
+For each circuit and seed, at equal oracle calls (BUDGET, the greedy,
+dag-greedy and linear-SmoothE starting points included), with the ABC area
+oracle:
+
+- loop:    `train-cost` at its defaults (the model picks by its acquisition rule);
+- sampler: `train-cost --initial BUDGET --rounds 0`, the loop's own sampler
+           for the whole budget, never asking a model;
+- random:  `train-cost --acquisition random`, the loop with random picks
+           instead of model picks from the same candidate pool;
+- anneal:  `search`, simulated annealing with every step an oracle call.
+
+Then, with the loop's final model frozen and no oracle calls,
+`extract --model` against `extract --method smoothe` (linear) and both
+greedy methods, all measured by the oracle; and the model's prediction for
+its own extraction. Writes ablation.csv (one row per circuit, seed and
+method), ablation_curves.csv (best real cost after each call), ablation.md
+and ablation.svg.
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "datasets"
+BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
+ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
+BUDGET = int(os.environ.get("BUDGET", "300"))
+PAR = int(os.environ.get("PAR", "2"))
+JOBS = max(1, int(os.environ.get("JOBS", "2")) // PAR)
+SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
+CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
+    [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
+METHODS = ["loop", "sampler", "random", "anneal"]
+MODEL_FREE = ["sampler", "random", "anneal"]
+OUT = ROOT / "experiments" / "out" / "ablation"
+HERE = ROOT / "experiments"
+
+
+def run(cmd):
+    print(" ".join(map(str, cmd)), file=sys.stderr)
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def oracle(graph, extraction):
+    p = subprocess.run([str(ORACLE), str(graph), str(extraction)], capture_output=True, text=True)
+    return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
+
+
+def curve(log):
+    """Best real cost after each oracle call, in the log's order."""
+    best, out = float("inf"), []
+    for line in open(log):
+        c = json.loads(line).get("cost")
+        if c is not None:
+            best = min(best, c)
+        out.append(best)
+    return out
+
+
+def one(task):
+    circuit, seed = task
+    graph = SHARED / f"{circuit}.json"
+    d = OUT / circuit.replace("/", "_") / str(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    common = ["--oracle", ORACLE, "--jobs", JOBS, "--seed", seed, "--threads", 1, "-q"]
+    train = [BIN, "train-cost", *common, "--budget", BUDGET]
+    for method in METHODS:
+        log = d / f"{method}.labels.jsonl"
+        log.unlink(missing_ok=True)
+        if method == "anneal":
+            run([BIN, "search", *common, "--budget", BUDGET, "--labels", log, "-o", d / "anneal.json", graph])
+            continue
+        extra = {"loop": [], "sampler": ["--initial", BUDGET, "--rounds", 0], "random": ["--acquisition", "random"]}
+        run([*train, *extra[method], "--labels", log, "--out", d / f"{method}.safetensors", graph])
+    # The loop's model frozen: zero oracle calls to choose, one to measure.
+    run([BIN, "extract", "--model", d / "loop.safetensors", "--seed", seed, "--threads", 1, "-q", "-o",
+         d / "frozen.json", graph])
+    run([BIN, "extract", "--method", "smoothe", "--seed", seed, "--threads", 1, "-q", "-o", d / "linear.json", graph])
+    frozen = json.load(open(d / "frozen.json"))
+    rounds = json.load(open(d / "loop.rounds.json"))
+    curves = {m: curve(d / f"{m}.labels.jsonl") for m in METHODS}
+    row = dict(circuit=circuit, seed=seed,
+               greedy=rounds[0]["greedy_real_cost"], dag_greedy=rounds[0]["dag_greedy_real_cost"],
+               linear_smoothe=oracle(graph, d / "linear.json"),
+               frozen=oracle(graph, d / "frozen.json"), frozen_predicted=frozen["prediction"]["mean"],
+               frozen_std=frozen["prediction"]["std"], frozen_outside=frozen["prediction"]["features_outside"],
+               test_spearman=rounds[-1]["report"]["test_spearman"], test_mae=rounds[-1]["report"]["test_mae"])
+    for m in METHODS:
+        c = curves[m]
+        row[m] = c[min(len(c), BUDGET) - 1] if c else None
+        row[f"{m}_at_half"] = c[min(len(c), BUDGET // 2) - 1] if c else None
+        row[f"{m}_calls"] = len(c)
+    row["optimum_checks"] = json.dumps([[r["optimum"]["predicted"]["mean"], r["optimum"]["real"]]
+                                        for r in rounds if r.get("optimum")])
+    print(row, file=sys.stderr)
+    return row, curves
+
+
+def main():
+    tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
+    with ThreadPoolExecutor(PAR) as pool:
+        results = list(pool.map(one, tasks))
+    rows = [r for r, _ in results]
+    old = read_rows() if os.environ.get("KEEP") else []
+    keep = {(r["circuit"], r["seed"]) for r in rows}
+    rows = [r for r in old if (r["circuit"], r["seed"]) not in keep] + rows
+    with open(HERE / "ablation.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[-1].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    old_curves = read_curves() if os.environ.get("KEEP") else {}
+    for (c, s), (_, cv) in zip(tasks, results):
+        for m, ys in cv.items():
+            old_curves[(c, s, m)] = ys
+    with open(HERE / "ablation_curves.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["circuit", "seed", "method", "calls", "best"])
+        for (c, s, m), ys in sorted(old_curves.items()):
+            w.writerows([c, s, m, i + 1, y] for i, y in enumerate(ys))
+    report()
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_rows():
+    if not (HERE / "ablation.csv").exists():
+        return []
+    with open(HERE / "ablation.csv") as f:
+        return [{k: (v if k in ("circuit", "optimum_checks") else (int(v) if k == "seed" else num(v)))
+                 for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def read_curves():
+    out = {}
+    if not (HERE / "ablation_curves.csv").exists():
+        return out
+    with open(HERE / "ablation_curves.csv") as f:
+        for r in csv.DictReader(f):
+            out.setdefault((r["circuit"], int(r["seed"]), r["method"]), []).append(float(r["best"]))
+    return out
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def report():
+    rows = read_rows()
+    curves = read_curves()
+    circuits = list(dict.fromkeys(r["circuit"] for r in rows))
+    seeds = sorted({r["seed"] for r in rows})
+    lines = ["# Does the learned model earn its place? Ablation at equal oracle calls", "",
+             f"Made by `experiments/ablation.sh`: ABC mapped area (`examples/oracles/abc_area.sh`), {BUDGET} oracle calls"
+             f" per method (the greedy, dag-greedy and linear-SmoothE starting points included), seeds {seeds}."
+             " Values are means over seeds.", "",
+             "- **loop**: `train-cost` at its defaults;",
+             "- **sampler**: `train-cost --initial 300 --rounds 0`, the loop's sampler for the whole budget, no model;",
+             "- **random**: `train-cost --acquisition random`, random picks from the loop's own candidate pool;",
+             "- **anneal**: `smoothe search`, simulated annealing with an oracle call per step.", "",
+             "## Best real area at equal calls", "",
+             "| circuit | loop | sampler | random | anneal | loop vs best model-free % | calls for the loop to reach"
+             " the best model-free 300-call area | loop at 150 calls |",
+             "|---|---|---|---|---|---|---|---|"]
+    gains, ratios, never_worse = [], [], True
+    for c in circuits:
+        rs = [r for r in rows if r["circuit"] == c]
+        m = {k: mean([r[k] for r in rs]) for k in METHODS}
+        best_free = min(m[k] for k in MODEL_FREE)
+        gain = 100 * (best_free - m["loop"]) / best_free
+        gains.append(gain)
+        never_worse &= m["loop"] <= best_free + 1e-9
+        # Calls the loop needs (mean over seeds) to reach the best model-free method's result.
+        reach = []
+        for s in sorted({r["seed"] for r in rs}):
+            target = min(curves[(c, s, k)][-1] for k in MODEL_FREE if (c, s, k) in curves)
+            ys = curves.get((c, s, "loop"), [])
+            hit = next((i + 1 for i, y in enumerate(ys) if y <= target), None)
+            reach.append(hit if hit is not None else float("inf"))
+        r_mean = mean(reach)
+        ratios.append(r_mean / BUDGET)
+        lines.append(f"| {c} | {m['loop']:.1f} | {m['sampler']:.1f} | {m['random']:.1f} | {m['anneal']:.1f} |"
+                     f" {gain:.2f} | {r_mean:.0f} | {mean([r['loop_at_half'] for r in rs]):.1f} |")
+    lines += ["", f"- The loop is no worse than every model-free method on every circuit: **{never_worse}**.",
+              f"- Mean area below the best model-free method: **{mean(gains):.2f}%** (target: at least 1%).",
+              f"- Mean share of the budget the loop needs to reach the best model-free 300-call result:"
+              f" **{mean(ratios):.2f}** (target: at most 0.5; inf when it never does).", "",
+              "## The loop's final model, frozen (no oracle calls)", "",
+              "| circuit | greedy | dag-greedy | linear SmoothE | frozen model | vs better greedy % | vs linear % |"
+              " predicted | prediction error % | test Spearman |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    f_gain, f_lin_ok, f_err, rho = [], True, [], []
+    for c in circuits:
+        rs = [r for r in rows if r["circuit"] == c]
+        g = {k: mean([r[k] for r in rs]) for k in
+             ["greedy", "dag_greedy", "linear_smoothe", "frozen", "frozen_predicted", "test_spearman"]}
+        better = min(g["greedy"], g["dag_greedy"])
+        f_gain.append(100 * (better - g["frozen"]) / better)
+        f_lin_ok &= all(r["frozen"] <= r["linear_smoothe"] for r in rs)
+        err = mean([100 * abs(r["frozen_predicted"] - r["frozen"]) / r["frozen"] for r in rs])
+        f_err.append(err)
+        rho.append(min(r["test_spearman"] for r in rs))
+        lines.append(f"| {c} | {g['greedy']:.1f} | {g['dag_greedy']:.1f} | {g['linear_smoothe']:.1f} |"
+                     f" {g['frozen']:.1f} | {f_gain[-1]:.2f} | {100 * (g['linear_smoothe'] - g['frozen']) / g['linear_smoothe']:.2f} |"
+                     f" {g['frozen_predicted']:.1f} | {err:.2f} | {rho[-1]:.3f} |")
+    lines += ["", f"- Frozen model never worse than linear SmoothE (every circuit and seed): **{f_lin_ok}**.",
+              f"- Mean area below the better greedy: **{mean(f_gain):.2f}%** (target: at least 5%).",
+              f"- Worst mean prediction error: **{max(f_err):.2f}%** (target: within 5%).",
+              f"- Lowest test-split Spearman of a final model: **{min(rho):.3f}** (target: at least 0.8).", "",
+              "Best real area against oracle calls, relative to the better greedy: `ablation.svg`."]
+    (HERE / "ablation.md").write_text("\n".join(lines) + "\n")
+    svg(rows, curves, circuits, HERE / "ablation.svg")
+
+
+def svg(rows, curves, circuits, path):
+    """Mean over seeds of best area / better greedy area against calls, one panel per circuit."""
+    colours = {"loop": "#d62728", "sampler": "#1f77b4", "random": "#2ca02c", "anneal": "#9467bd"}
+    cols, pw, ph, pad = 4, 260, 200, 40
+    rows_n = (len(circuits) + cols - 1) // cols
+    w, h = cols * pw, rows_n * ph + 30
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="10">',
+             f'<rect width="{w}" height="{h}" fill="white"/>']
+    for i, m in enumerate(colours):
+        parts.append(f'<text x="{10 + 90 * i}" y="{h - 10}" fill="{colours[m]}" font-size="12">{m}</text>')
+    for k, c in enumerate(circuits):
+        ox, oy = (k % cols) * pw, (k // cols) * ph
+        rs = [r for r in rows if r["circuit"] == c]
+        base = mean([min(r["greedy"], r["dag_greedy"]) for r in rs])
+        series = {}
+        for m in colours:
+            cs = [curves[(c, r["seed"], m)] for r in rs if (c, r["seed"], m) in curves]
+            if not cs:
+                continue
+            n = min(len(x) for x in cs)
+            series[m] = [mean([x[i] for x in cs]) / base for i in range(n)]
+        ys = [y for s in series.values() for y in s[10:]] or [1.0]
+        y0, y1 = min(ys) - 0.005, max(ys + [1.0]) + 0.005
+        sx = lambda x: ox + pad + x / BUDGET * (pw - pad - 10)
+        sy = lambda y: oy + ph - pad + 10 - (y - y0) / max(y1 - y0, 1e-9) * (ph - pad - 20)
+        parts.append(f'<text x="{ox + pw / 2}" y="{oy + 14}" text-anchor="middle">{c}</text>')
+        parts.append(f'<line x1="{ox + pad}" y1="{sy(y0):.1f}" x2="{ox + pw - 10}" y2="{sy(y0):.1f}" stroke="black"/>')
+        parts.append(f'<line x1="{ox + pad}" y1="{sy(y0):.1f}" x2="{ox + pad}" y2="{sy(y1):.1f}" stroke="black"/>')
+        parts.append(f'<text x="{ox + pad - 3}" y="{sy(y0):.1f}" text-anchor="end">{y0:.3f}</text>')
+        parts.append(f'<text x="{ox + pad - 3}" y="{sy(y1) + 8:.1f}" text-anchor="end">{y1:.3f}</text>')
+        parts.append(f'<text x="{sx(BUDGET):.1f}" y="{sy(y0) + 12:.1f}" text-anchor="end">{BUDGET} calls</text>')
+        if y0 < 1.0 < y1:
+            parts.append(f'<line x1="{ox + pad}" y1="{sy(1.0):.1f}" x2="{ox + pw - 10}" y2="{sy(1.0):.1f}"'
+                         ' stroke="grey" stroke-dasharray="3 3"/>')
+        for m, s in series.items():
+            pts = " ".join(f"{sx(i + 1):.1f},{sy(max(y, y0)):.1f}" for i, y in enumerate(s))
+            parts.append(f'<polyline points="{pts}" fill="none" stroke="{colours[m]}" stroke-width="1.5"/>')
+    parts.append("</svg>")
+    path.write_text("\n".join(parts) + "\n")
+
+
+if __name__ == "__main__":
+    report() if sys.argv[1:] == ["--report"] else main()
