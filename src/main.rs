@@ -113,12 +113,17 @@ enum Command {
         /// SmoothE steps per optimisation run.
         #[arg(long)]
         smoothe_steps: Option<usize>,
-        /// Where to write the model (default models/<egraph>.safetensors).
+        /// Where to write the model (default runs/<egraph>/model.safetensors;
+        /// the label log, rounds and best extraction go beside it).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Label log (default: next to the model, .labels.jsonl).
         #[arg(long)]
         labels: Option<PathBuf>,
+        /// Overwrite an existing model file that is not this job's (another
+        /// e-graph or oracle, or not a smoothe model).
+        #[arg(long)]
+        force: bool,
         /// Seed of sampling, training and optimisation.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -154,6 +159,22 @@ enum Command {
         /// The e-graph (egraph-serialize JSON).
         egraph: PathBuf,
     },
+    /// Measure extractions with the oracle, through the label log: labels
+    /// already logged are reused, new ones are logged. Prints one line per
+    /// extraction.
+    Label {
+        #[command(flatten)]
+        oracle: OracleArgs,
+        /// Label log (default: runs/<egraph>/model.labels.jsonl, the one
+        /// train-cost uses by default).
+        #[arg(long)]
+        labels: Option<PathBuf>,
+        /// The e-graph (egraph-serialize JSON).
+        egraph: PathBuf,
+        /// Extractions (any file `smoothe check` accepts).
+        #[arg(required = true)]
+        extractions: Vec<PathBuf>,
+    },
     /// Write an extraction of a boolean e-graph as a netlist.
     Export {
         /// Output format.
@@ -185,18 +206,30 @@ struct OracleArgs {
     /// Seconds before an oracle call is killed and recorded as failed.
     #[arg(long, default_value_t = 600.0)]
     timeout: f64,
+    /// Text that joins the oracle's identity, for dependencies no file
+    /// shows (a tool version): labels made under another tag are not reused.
+    #[arg(long)]
+    oracle_tag: Option<String>,
+    /// Times a failed label (a timeout included) is tried again when an
+    /// extraction is asked for again, on this run or a later one; each
+    /// attempt counts towards the budget.
+    #[arg(long, default_value_t = 1)]
+    retries: usize,
 }
 
 impl OracleArgs {
-    fn oracle(&self) -> Result<smoothe::learn::oracle::Oracle> {
+    /// The oracle; `outputs` (the label log, model and result files) never
+    /// count towards its identity.
+    fn oracle(&self, outputs: &[&Path]) -> Result<smoothe::learn::oracle::Oracle> {
         if !(self.timeout > 0.0 && self.timeout.is_finite() && self.timeout < 1e9) {
             anyhow::bail!("--timeout must be a positive number of seconds");
         }
-        Ok(smoothe::learn::oracle::Oracle {
-            command: self.oracle.clone(),
-            metric: self.metric.clone(),
-            timeout: std::time::Duration::from_secs_f64(self.timeout),
-        })
+        let mut oracle =
+            smoothe::learn::oracle::Oracle::new(self.oracle.clone(), std::time::Duration::from_secs_f64(self.timeout));
+        oracle.metric = self.metric.clone();
+        oracle.tag = self.oracle_tag.clone();
+        oracle.exclude = outputs.iter().map(|p| p.to_path_buf()).collect();
+        Ok(oracle)
     }
 }
 
@@ -321,8 +354,37 @@ impl RunArgs {
     }
 }
 
+/// Set by SIGINT or SIGTERM.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// On SIGINT or SIGTERM, stop the oracle calls in flight (SIGTERM to each
+/// process group, SIGKILL after a grace period) so no synthesis job or
+/// cluster allocation outlives the run, then exit with 130. Labels already
+/// logged stay in the log.
+fn stop_oracles_on_interrupt() {
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_interrupt as *const () as libc::sighandler_t);
+    }
+    std::thread::spawn(|| loop {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            let stopped = smoothe::learn::oracle::terminate_all();
+            eprintln!("interrupted: stopped {stopped} oracle call(s) in flight; labels so far are in the log");
+            std::process::exit(130);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    });
+}
+
 fn main() -> ExitCode {
     smoothe::device::tune_allocator();
+    stop_oracles_on_interrupt();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -448,6 +510,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             smoothe_steps,
             out,
             labels,
+            force,
             seed,
             run,
             egraph,
@@ -469,23 +532,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
             set!(budget => budget, initial => initial, rounds => rounds, per_round => per_round,
                  screen => screen, explore => explore, features => features, acquisition => acquisition,
                  smoothe_steps => smoothe_steps);
-            let jobs = oracle.jobs;
-            let oracle = oracle.oracle()?;
             let graph = load::load_file(&egraph)?;
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
             let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
-            let out = out.unwrap_or_else(|| PathBuf::from("models").join(format!("{stem}.safetensors")));
+            let out = out.unwrap_or_else(|| PathBuf::from("runs").join(&stem).join("model.safetensors"));
             let labels = labels.unwrap_or_else(|| out.with_extension("labels.jsonl"));
-            let mut log = smoothe::learn::labels::LabelLog::open(&labels)?;
-            let labeler = labeler(&oracle, &egraph, &graph, jobs, !run.quiet);
+            let rounds_path = out.with_extension("rounds.json");
+            let best_path = out.with_extension("best.json");
+            let (jobs, retries) = (oracle.jobs, oracle.retries);
+            let oracle = oracle.oracle(&[&out, &labels, &rounds_path, &best_path])?;
+            if out.exists() && !force {
+                // A rerun of the same job may replace its own model; nothing else.
+                let ours = Ensemble::load(&out, &candle_core::Device::Cpu)
+                    .is_ok_and(|m| m.meta.egraphs.contains(&graph.fingerprint()) && m.meta.oracle == oracle.identity());
+                if !ours {
+                    anyhow::bail!(
+                        "{} exists and is not a model of this e-graph and oracle; pass --force to overwrite it, \
+                         or choose another --out",
+                        out.display()
+                    );
+                }
+            }
+            let mut log = open_log(&labels)?;
+            let labeler = labeler(&oracle, &egraph, &graph, jobs, retries, !run.quiet);
             let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device: device.clone(), progress: false };
             let outcome = train_cost(&graph, &problem, &labeler, &mut log, &cfg, &optimiser, &device);
             let _ = std::fs::remove_dir_all(&labeler.work_dir);
             let outcome = outcome?;
             outcome.model.save(&out)?;
-            let rounds_path = out.with_extension("rounds.json");
             write_json(Some(&rounds_path), &serde_json::to_value(&outcome.rounds)?)?;
-            let best_path = out.with_extension("best.json");
             let best_json = outcome.best.result_json(
                 &graph,
                 "train-cost",
@@ -528,12 +603,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             use smoothe::learn::anneal::{anneal, AnnealConfig};
             run.init_threads()?;
             let device = run.device()?;
-            let jobs = oracle.jobs;
-            let oracle = oracle.oracle()?;
+            let (jobs, retries) = (oracle.jobs, oracle.retries);
+            let outputs: Vec<&Path> = [Some(labels.as_path()), output.as_deref()].into_iter().flatten().collect();
+            let oracle = oracle.oracle(&outputs)?;
             let graph = load::load_file(&egraph)?;
             let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
-            let mut log = smoothe::learn::labels::LabelLog::open(&labels)?;
-            let labeler = labeler(&oracle, &egraph, &graph, jobs, !run.quiet);
+            let mut log = open_log(&labels)?;
+            let labeler = labeler(&oracle, &egraph, &graph, jobs, retries, !run.quiet);
             let config = AnnealConfig { budget, moves, proposals: jobs.max(1), ..AnnealConfig::default() };
             // The linear-SmoothE starting point as train-cost makes it.
             let smoothe_cfg = extract::SmoothEConfig {
@@ -554,6 +630,43 @@ fn run(cli: Cli) -> Result<ExitCode> {
             write_json(output.as_deref(), &result)?;
             eprintln!("search: best real cost {} after {} oracle calls", outcome.best_cost, outcome.calls);
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Label { oracle, labels, egraph, extractions } => {
+            let graph = load::load_file(&egraph)?;
+            let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+            let labels = labels.unwrap_or_else(|| PathBuf::from("runs").join(&stem).join("model.labels.jsonl"));
+            let (jobs, retries) = (oracle.jobs, oracle.retries);
+            let oracle = oracle.oracle(&[&labels])?;
+            let mut items = Vec::with_capacity(extractions.len());
+            for path in &extractions {
+                let ex = Extraction::load_file(&graph, path)?;
+                if let Err(defect) = ex.check(&graph) {
+                    anyhow::bail!("{}: invalid extraction: {defect}", path.display());
+                }
+                items.push(ex.restricted_to_reachable(&graph)?);
+            }
+            let mut log = open_log(&labels)?;
+            let labeler = labeler(&oracle, &egraph, &graph, jobs, retries, false);
+            let mut budget = items.len();
+            let result = labeler.label(&mut log, &items, &mut budget);
+            let _ = std::fs::remove_dir_all(&labeler.work_dir);
+            let (costs, _) = result?;
+            let oracle_id = oracle.identity();
+            let mut failed = false;
+            for ((path, ex), cost) in extractions.iter().zip(&items).zip(costs) {
+                match cost {
+                    Some(c) => println!("{}: {c}", path.display()),
+                    None => {
+                        failed = true;
+                        let why = log
+                            .get(&labeler.key(ex, &oracle_id)?)
+                            .and_then(|l| l.error.clone())
+                            .unwrap_or_else(|| "no label".into());
+                        println!("{}: failed: {}", path.display(), why.replace('\n', " "));
+                    }
+                }
+            }
+            Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Export { format, output, egraph, extraction } => {
             let graph = load::load_file(&egraph)?;
@@ -581,6 +694,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// Opens a label log, saying so when a torn last line was cut off.
+fn open_log(path: &Path) -> Result<smoothe::learn::labels::LabelLog> {
+    let log = smoothe::learn::labels::LabelLog::open(path)?;
+    if log.repaired() {
+        eprintln!("warning: {}: removed a last line cut short (no complete label was lost)", path.display());
+    }
+    Ok(log)
+}
+
 /// A labeller for `graph` (read from `path`) writing oracle files under a
 /// per-process temporary directory.
 fn labeler<'a>(
@@ -588,6 +710,7 @@ fn labeler<'a>(
     path: &'a Path,
     graph: &'a EGraph,
     jobs: usize,
+    retries: usize,
     progress: bool,
 ) -> smoothe::learn::labeler::Labeler<'a> {
     smoothe::learn::labeler::Labeler {
@@ -597,6 +720,7 @@ fn labeler<'a>(
         work_dir: std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id())),
         jobs,
         progress,
+        retries,
     }
 }
 
@@ -608,7 +732,13 @@ fn info_text(graph: &EGraph, path: &Path) -> Result<String> {
 fn write_json(path: Option<&Path>, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)? + "\n";
     match path {
-        Some(p) => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
+        Some(p) => {
+            // Through a temporary file and a rename, so a kill never leaves
+            // half a result in place.
+            let tmp = p.with_file_name(format!(".{}.tmp", p.file_name().and_then(|n| n.to_str()).unwrap_or("result")));
+            std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+            std::fs::rename(&tmp, p).with_context(|| format!("cannot write {}", p.display()))
+        }
         None => {
             use std::io::Write;
             std::io::stdout().write_all(text.as_bytes()).context("cannot write to stdout")

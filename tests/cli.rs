@@ -83,3 +83,24 @@ fn help_is_available_everywhere() {
         assert!(stdout.contains("Usage"), "{stdout}");
     }
 }
+
+#[test]
+fn time_limits_that_are_not_numbers_of_seconds_are_errors_and_inf_means_none() {
+    let graph = shipped("esyn/mul3.json");
+    let toml = temp_file("inf.toml", "[smoothe]\ntime_limit = inf\nsteps = 20\n");
+    for (limit, ok) in [("inf", true), ("1e300", true), ("nan", false), ("-1", false)] {
+        let flag = format!("--time-limit={limit}");
+        let (code, _, stderr) = cli(&["extract", "--method", "smoothe", "--steps", "20", &flag, "-q", &graph]);
+        assert_eq!(code, if ok { 0 } else { 2 }, "{limit}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{limit}: {stderr}");
+        if !ok {
+            assert!(stderr.contains("time_limit must be"), "{limit}: {stderr}");
+        }
+    }
+    let (code, _, stderr) = cli(&["extract", "--method", "smoothe", "--config", toml.to_str().unwrap(), "-q", &graph]);
+    assert_eq!(code, 0, "{stderr}");
+    let toml = temp_file("nan.toml", "[smoothe]\ntime_limit = nan\nsteps = 20\n");
+    let (code, _, stderr) = cli(&["extract", "--method", "smoothe", "--config", toml.to_str().unwrap(), "-q", &graph]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("time_limit must be") && !stderr.contains("panicked"), "{stderr}");
+}

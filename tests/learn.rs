@@ -15,8 +15,14 @@ fn repo(p: &str) -> String {
     format!("{}/{p}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// An executable shell script `name`, alone in a directory of its own:
+/// files beside an oracle count towards its identity, so it must not share
+/// one with files other tests write.
 fn script(name: &str, body: &str) -> PathBuf {
-    let p = temp_file(name, &format!("#!/bin/sh\n{body}\n"));
+    let dir = std::env::temp_dir().join(format!("smoothe-oracles-{}", std::process::id())).join(name.replace('.', "-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     p
 }
@@ -41,37 +47,24 @@ fn oracle_output_is_parsed_strictly() {
 #[test]
 fn oracle_failures_are_recorded_not_costs() {
     let dummy = temp_file("dummy.json", "{}");
-    let ok = Oracle {
-        command: script("ok.sh", "echo 4.25").display().to_string(),
-        metric: None,
-        timeout: Duration::from_secs(10),
-    };
+    let ok = Oracle::new(script("ok.sh", "echo 4.25").display().to_string(), Duration::from_secs(10));
     assert_eq!(ok.call(&dummy, &dummy).unwrap(), Verdict::Cost(4.25));
-    let fails = Oracle {
-        command: script("fail.sh", "echo 'synthesis exploded' >&2; exit 3").display().to_string(),
-        metric: None,
-        timeout: Duration::from_secs(10),
-    };
+    let fails = Oracle::new(
+        script("fail.sh", "echo 'synthesis exploded' >&2; exit 3").display().to_string(),
+        Duration::from_secs(10),
+    );
     match fails.call(&dummy, &dummy).unwrap() {
         Verdict::Failed(why) => assert!(why.contains("synthesis exploded") && why.contains('3'), "{why}"),
         other => panic!("{other:?}"),
     }
-    let slow = Oracle {
-        command: script("slow.sh", "sleep 5; echo 1").display().to_string(),
-        metric: None,
-        timeout: Duration::from_millis(300),
-    };
+    let slow = Oracle::new(script("slow.sh", "sleep 5; echo 1").display().to_string(), Duration::from_millis(300));
     let start = std::time::Instant::now();
     match slow.call(&dummy, &dummy).unwrap() {
         Verdict::Failed(why) => assert!(why.contains("timed out"), "{why}"),
         other => panic!("{other:?}"),
     }
     assert!(start.elapsed() < Duration::from_secs(4));
-    let silent = Oracle {
-        command: script("silent.sh", "true").display().to_string(),
-        metric: None,
-        timeout: Duration::from_secs(5),
-    };
+    let silent = Oracle::new(script("silent.sh", "true").display().to_string(), Duration::from_secs(5));
     assert!(matches!(silent.call(&dummy, &dummy).unwrap(), Verdict::Failed(_)));
 }
 
@@ -98,9 +91,34 @@ fn label_log_survives_a_cut_short_line() {
     text.push_str("{\"egraph\": \"g\", \"extr");
     std::fs::write(&path, text).unwrap();
     let log = LabelLog::open(&path).unwrap();
+    assert!(log.repaired());
     assert_eq!(log.labels().len(), 2);
     assert_eq!(log.get(&("g".into(), "a".into(), "o".into())).unwrap().cost, Some(1.0));
     assert_eq!(log.costs_for("g", "o").len(), 1, "failed labels are not training data");
+    // While one run holds the log, another is refused with a message.
+    let err = LabelLog::open(&path).err().expect("a second open is refused").to_string();
+    assert!(err.contains("in use by another smoothe run"), "{err}");
+    drop(log);
+    // Resumed three times, each appending after the repair: nothing
+    // complete is lost and the file stays parseable.
+    for (round, key) in ["c", "d", "e"].iter().enumerate() {
+        let mut log = LabelLog::open(&path).unwrap();
+        assert_eq!(log.labels().len(), 2 + round, "round {round}");
+        log.append(label(key, Some(2.0))).unwrap();
+    }
+    let log = LabelLog::open(&path).unwrap();
+    assert!(!log.repaired());
+    assert_eq!(log.labels().len(), 5);
+    drop(log);
+    // A complete last line that lost only its newline is kept.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.pop();
+    std::fs::write(&path, text).unwrap();
+    let mut log = LabelLog::open(&path).unwrap();
+    assert_eq!(log.labels().len(), 5);
+    log.append(label("f", Some(3.0))).unwrap();
+    drop(log);
+    assert_eq!(LabelLog::open(&path).unwrap().labels().len(), 6);
 }
 
 #[test]
@@ -180,7 +198,9 @@ fn test_split_is_stable_and_about_the_asked_share() {
 
 /// An oracle wrapper that records every call's extraction key.
 fn counting_oracle(dir: &Path, slow: bool) -> (PathBuf, PathBuf) {
-    let calls = dir.join("calls.txt");
+    // A `.log` name: files beside the oracle count towards its identity,
+    // logs do not.
+    let calls = dir.join("calls.log");
     let body = format!(
         "{}basename \"$2\" >> {}\nexec python3 {} \"$1\" \"$2\"",
         if slow { "sleep 0.2\n" } else { "" },
@@ -449,6 +469,27 @@ fn abc_oracle_measures_a_shipped_circuit() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let area = parse_cost(&String::from_utf8_lossy(&out.stdout), None).unwrap();
     assert!(area > 10.0 && area < 10_000.0, "{area}");
+    // The metrics sibling reports the same area, and delay and power that
+    // `--metric` picks, through `label` and its log.
+    let metrics = repo("examples/oracles/abc_metrics.sh");
+    let mut seen = Vec::new();
+    for metric in ["area", "delay", "power"] {
+        let labels = dir.join(format!("{metric}.jsonl"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe"))
+            .args(["label", "--oracle", &metrics, "--metric", metric, "--labels", labels.to_str().unwrap()])
+            .arg(&graph)
+            .arg(&ex)
+            .env("SMOOTHE", env!("CARGO_BIN_EXE_smoothe"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{metric}: {}", String::from_utf8_lossy(&out.stdout));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let value: f64 = stdout.trim().rsplit(": ").next().unwrap().parse().unwrap();
+        assert!(value > 0.0, "{metric}: {stdout}");
+        seen.push(value);
+    }
+    assert_eq!(seen[0], area);
+    assert!(seen[1] != seen[2], "delay and power are different metrics: {seen:?}");
 }
 
 #[test]
@@ -581,6 +622,11 @@ fn damaged_model_files_are_refused_with_one_line() {
     cases.push(("shape", safetensors::serialize(views, Some(new_meta)).unwrap()));
     // Bits flipped inside the weights: still parses, values may go wrong;
     // a NaN must be caught.
+    // One bit flipped in the middle of the weights: caught by the checksum.
+    let data_start = 8 + u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let mut flipped = good.clone();
+    flipped[data_start + (good.len() - data_start) / 2] ^= 0x10;
+    cases.push(("bitflip", flipped));
     let mut nan = good.clone();
     let n = nan.len();
     nan[n - 4..].copy_from_slice(&f32::NAN.to_le_bytes());
@@ -593,4 +639,210 @@ fn damaged_model_files_are_refused_with_one_line() {
         assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
         assert!(stderr.contains(path.to_str().unwrap()) && !stderr.contains("panicked"), "{name}: {stderr}");
     }
+}
+
+#[test]
+fn oracle_identity_covers_the_files_it_depends_on() {
+    let dir = fresh_dir("identity");
+    let script = dir.join("synth.sh");
+    std::fs::write(&script, "#!/bin/sh\necho 1\n").unwrap();
+    std::fs::write(dir.join("cells.genlib"), "GATE a 1 Y=A;\n").unwrap();
+    let oracle = |command: String, tag: Option<&str>| {
+        let mut o = Oracle::new(command, Duration::from_secs(5));
+        o.tag = tag.map(String::from);
+        o.exclude = vec![dir.join("model.safetensors")];
+        o
+    };
+    let direct = format!("{}", script.display());
+    let wrapped = format!("sh {}", script.display());
+    let before = [oracle(direct.clone(), None).identity(), oracle(wrapped.clone(), None).identity()];
+    // A label log or excluded output beside the script changes nothing.
+    std::fs::write(dir.join("labels.jsonl"), "{}\n").unwrap();
+    std::fs::write(dir.join("model.safetensors"), "weights").unwrap();
+    assert_eq!(oracle(direct.clone(), None).identity(), before[0]);
+    // A tag, or an edit to a file beside the script, makes old labels stale,
+    // also when the script is an argument of another command.
+    assert_ne!(oracle(direct.clone(), Some("abc 1.01")).identity(), before[0]);
+    std::fs::write(dir.join("cells.genlib"), "GATE a 2 Y=A;\n").unwrap();
+    assert_ne!(oracle(direct, None).identity(), before[0]);
+    assert_ne!(oracle(wrapped, None).identity(), before[1]);
+}
+
+#[test]
+fn label_measures_extractions_through_the_log() {
+    let dir = fresh_dir("label");
+    let (oracle, calls) = counting_oracle(&dir, false);
+    let graph = repo("datasets/esyn/mul3.json");
+    let mut files = Vec::new();
+    for method in ["greedy", "dag-greedy"] {
+        let out = dir.join(format!("{method}.json"));
+        let (code, _, stderr) = cli(&["extract", "--method", method, "-o", out.to_str().unwrap(), &graph]);
+        assert_eq!(code, 0, "{stderr}");
+        files.push(out.to_str().unwrap().to_string());
+    }
+    let labels = dir.join("l.jsonl");
+    let mut args = vec!["label", "--oracle", oracle.to_str().unwrap(), "--labels", labels.to_str().unwrap(), &graph];
+    args.extend(files.iter().map(String::as_str));
+    let (code, stdout, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for (line, file) in lines.iter().zip(&files) {
+        let cost: f64 = line.strip_prefix(&format!("{file}: ")).unwrap().parse().unwrap();
+        assert!(cost > 0.0);
+    }
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 2);
+    // Again: the same lines, from the log, with no call.
+    let (code, again, _) = cli(&args);
+    assert_eq!((code, again), (0, stdout));
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 2);
+}
+
+/// An oracle running `body` (a shell script) with a 2 s timeout.
+fn misbehaving(name: &str, body: &str) -> Oracle {
+    Oracle::new(script(name, body).display().to_string(), Duration::from_secs(2))
+}
+
+#[test]
+fn misbehaving_oracles_get_the_right_verdict_in_bounded_time() {
+    let dummy = temp_file("dummy-misbehave.json", "{}");
+    let bound = Duration::from_secs(2) + smoothe::learn::oracle::TERMINATION_GRACE + Duration::from_secs(3);
+    let cases: Vec<(&str, &str, Option<f64>)> = vec![
+        ("nan.sh", "echo NaN", None),
+        ("inf.sh", "echo inf", None),
+        ("negative.sh", "echo -3.5", Some(-3.5)),
+        ("huge.sh", "echo 1e300", Some(1e300)),
+        ("binary.sh", "printf '\\377\\376\\n'", None),
+        ("nothing.sh", "true", None),
+        ("nonzero.sh", "echo 12; exit 1", None),
+        // A descendant in its own session holds stdout open for a minute:
+        // the printed cost still counts once the pipes stay quiet.
+        ("setsid.sh", "setsid sleep 60 & echo 7", Some(7.0)),
+        // Ignores SIGTERM and never finishes: killed after the grace period.
+        ("stubborn.sh", "trap '' TERM; while true; do sleep 1; done", None),
+    ];
+    for (name, body, want) in cases {
+        let start = std::time::Instant::now();
+        let verdict = misbehaving(name, body).call(&dummy, &dummy).unwrap();
+        assert!(start.elapsed() < bound, "{name}: took {:?}", start.elapsed());
+        match (want, verdict) {
+            (Some(c), Verdict::Cost(got)) => assert_eq!(c, got, "{name}"),
+            (None, Verdict::Failed(_)) => {}
+            (want, got) => panic!("{name}: wanted {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn interrupting_train_cost_stops_its_oracle_calls() {
+    let dir = fresh_dir("interrupt");
+    let pids = dir.join("pids.txt");
+    // Each call records its process id and works for a minute.
+    let oracle = script("interrupted.sh", &format!("echo $$ >> {}\nsleep 60\necho 1", pids.display()));
+    let graph = repo("datasets/esyn/mul3.json");
+    let out = dir.join("m.safetensors");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe"))
+        .args(["train-cost", "--oracle", oracle.to_str().unwrap(), "--jobs", "2", "--smoothe-steps", "20", "-q"])
+        .args(["--out", out.to_str().unwrap(), &graph])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&pids).map_or(0, |t| t.lines().count()) < 2 {
+        assert!(start.elapsed() < Duration::from_secs(60), "the oracle never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: plain kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    // Running, not a zombie waiting to be reaped.
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+            .unwrap_or(false)
+    };
+    let oracle_pids: Vec<i32> =
+        std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
+    let deadline = std::time::Instant::now() + smoothe::learn::oracle::TERMINATION_GRACE + Duration::from_secs(5);
+    while oracle_pids.iter().any(|&p| alive(p)) {
+        assert!(std::time::Instant::now() < deadline, "oracle processes outlived train-cost: {oracle_pids:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn failed_labels_are_retried_on_a_later_run_and_stay_logged() {
+    let dir = fresh_dir("retry");
+    let marker = dir.join("failed-once");
+    let calls = dir.join("calls.txt");
+    // Fails on its first call (a preempted job), succeeds afterwards.
+    let oracle = script(
+        "flaky.sh",
+        &format!(
+            "echo x >> {c}\nif [ ! -e {m} ]; then touch {m}; echo preempted >&2; exit 1; fi\necho 5",
+            c = calls.display(),
+            m = marker.display()
+        ),
+    );
+    let graph = repo("datasets/esyn/mul3.json");
+    let extraction = dir.join("g.json");
+    let (code, _, stderr) = cli(&["extract", "--method", "greedy", "-o", extraction.to_str().unwrap(), &graph]);
+    assert_eq!(code, 0, "{stderr}");
+    let labels = dir.join("l.jsonl");
+    let run = |retries: &str| {
+        cli(&[
+            "label",
+            "--oracle",
+            oracle.to_str().unwrap(),
+            "--labels",
+            labels.to_str().unwrap(),
+            "--retries",
+            retries,
+            &graph,
+            extraction.to_str().unwrap(),
+        ])
+    };
+    let (code, stdout, _) = run("1");
+    assert_eq!(code, 1);
+    assert!(stdout.contains("failed: ") && stdout.contains("preempted"), "{stdout}");
+    // No retries asked: the failure is reused, no call.
+    let (code, _, _) = run("0");
+    assert_eq!(code, 1);
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    // One retry: called again, and the failure stays in the log.
+    let (code, stdout, stderr) = run("1");
+    assert_eq!(code, 0, "{stdout} {stderr}");
+    assert!(stdout.trim().ends_with(": 5"), "{stdout}");
+    let log = LabelLog::open(&labels).unwrap();
+    assert_eq!(log.labels().len(), 2);
+    assert!(log.labels()[0].error.as_deref().unwrap_or("").contains("preempted"));
+    // Retries used up or not, a success is never repeated.
+    let (code, _, _) = run("5");
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 2);
+}
+
+#[test]
+fn train_cost_does_not_overwrite_another_jobs_model_without_force() {
+    let dir = fresh_dir("overwrite");
+    let (oracle, calls) = counting_oracle(&dir, false);
+    let out = dir.join("shipped.safetensors");
+    std::fs::copy(repo("models/mul3-abc-area.safetensors"), &out).unwrap();
+    let graph = repo("datasets/esyn/mul3.json");
+    let (code, _, stderr) = cli(&[
+        "train-cost",
+        "--oracle",
+        oracle.to_str().unwrap(),
+        "--budget",
+        "5",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+        &graph,
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--force") && stderr.trim().lines().count() == 1, "{stderr}");
+    assert!(!calls.exists(), "the oracle was called before the refusal");
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(repo("models/mul3-abc-area.safetensors")).unwrap());
 }

@@ -298,6 +298,11 @@ impl SmoothE {
         if cfg.decode_every == 0 {
             bail!("decode_every must be at least 1");
         }
+        if cfg.time_limit.is_nan() || cfg.time_limit < 0.0 {
+            bail!("time_limit must be a number of seconds, 0 or more (0 or inf: none), got {}", cfg.time_limit);
+        }
+        // 0, inf and anything past a few decades mean no limit.
+        let time_limit = if cfg.time_limit < 1e9 { cfg.time_limit } else { 0.0 };
         let start = Instant::now();
         let g = &problem.graph;
         let nn = g.num_nodes();
@@ -334,7 +339,7 @@ impl SmoothE {
         let mut step_seconds = 0.0;
         let mut cycles_seen = 0usize;
         let mut restarts = 0usize;
-        let deadline = (cfg.time_limit > 0.0).then(|| start + std::time::Duration::from_secs_f64(cfg.time_limit));
+        let deadline = (time_limit > 0.0).then(|| start + std::time::Duration::from_secs_f64(time_limit));
         let polish = |best: &mut Candidate, trajectory: &mut Vec<(f64, f64)>, seconds_to_best: &mut f64| {
             let (polished, cost) =
                 local_search::improve(g, &best.extraction, &|e| model.cost_of(e), cfg.polish_passes, deadline);
@@ -405,8 +410,8 @@ impl SmoothE {
             let elapsed = start.elapsed().as_secs_f64();
             if let Some(bar) = &bar {
                 bar.set_position(steps_done as u64);
-                let left = if cfg.time_limit > 0.0 {
-                    format!(", {:.0} s left", (cfg.time_limit - elapsed).max(0.0))
+                let left = if time_limit > 0.0 {
+                    format!(", {:.0} s left", (time_limit - elapsed).max(0.0))
                 } else {
                     String::new()
                 };
@@ -423,7 +428,7 @@ impl SmoothE {
                 penalty_weight = cfg.penalty_weight;
                 (params, opt) = self.fresh_start(g, &best.extraction, batch, &mut rng)?;
             }
-            if cfg.time_limit > 0.0 && elapsed >= SEARCH_SHARE * cfg.time_limit {
+            if time_limit > 0.0 && elapsed >= SEARCH_SHARE * time_limit {
                 break;
             }
         }

@@ -42,6 +42,10 @@ pub struct Labeler<'a> {
     pub jobs: usize,
     /// Show a progress bar (when stderr is a terminal).
     pub progress: bool,
+    /// How many more times an extraction whose label failed is sent to the
+    /// oracle when asked for again (each attempt counts towards budgets;
+    /// every failure stays in the log with its stderr tail).
+    pub retries: usize,
 }
 
 impl Labeler<'_> {
@@ -66,7 +70,8 @@ impl Labeler<'_> {
         let mut queued = std::collections::HashSet::new();
         for (i, ex) in items.iter().enumerate() {
             let key = self.key(ex, &oracle_id)?;
-            if let Some(label) = log.get(&key) {
+            let known = log.get(&key).filter(|l| l.cost.is_some() || log.attempts(&key) > self.retries);
+            if let Some(label) = known {
                 costs[i] = label.cost;
                 stats.reused += 1;
             } else if queued.contains(&key) {

@@ -40,58 +40,112 @@ pub struct LabelLog {
     path: PathBuf,
     labels: Vec<Label>,
     index: HashMap<(String, String, String), usize>,
+    attempts: HashMap<(String, String, String), usize>,
+    repaired: bool,
+    /// The log, opened for appending and locked for as long as this value lives.
+    file: std::fs::File,
+}
+
+/// Takes an exclusive advisory lock on the open log, or explains who holds it.
+fn lock(file: &std::fs::File, path: &Path) -> Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock(2) on a file descriptor this function's caller owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            anyhow::bail!(
+                "{} is in use by another smoothe run; wait for it to finish, or give this run its own --labels",
+                path.display()
+            );
+        }
+        return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+    }
+    Ok(())
 }
 
 impl LabelLog {
     /// Opens (or starts) the log at `path`. A last line cut short by a kill
-    /// is skipped with a warning; any other bad line is an error.
+    /// or a full disk is cut off the file (it holds no complete label), so
+    /// later appends start on a line of their own; any other bad line is an
+    /// error naming the file and line. [`LabelLog::repaired`] says whether a
+    /// torn tail was removed. The log stays locked (an advisory `flock`)
+    /// while the value lives: a second run on the same log is refused with
+    /// a message instead of interleaving writes.
     pub fn open(path: &Path) -> Result<Self> {
-        let mut log = LabelLog { path: path.to_path_buf(), labels: Vec::new(), index: HashMap::new() };
-        if path.exists() {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let lines: Vec<&str> = text.lines().collect();
-            for (i, line) in lines.iter().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match serde_json::from_str::<Label>(line) {
-                    Ok(label) => log.insert(label),
-                    Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {
-                        eprintln!("warning: {}: ignoring a last line cut short", path.display());
-                    }
-                    Err(e) => return Err(e).with_context(|| format!("{}: line {}", path.display(), i + 1)),
-                }
-            }
-        }
-        Ok(log)
-    }
-
-    fn insert(&mut self, label: Label) {
-        self.index.insert(label.key(), self.labels.len());
-        self.labels.push(label);
-    }
-
-    /// The label stored under `key`, if any.
-    pub fn get(&self, key: &(String, String, String)) -> Option<&Label> {
-        self.index.get(key).map(|&i| &self.labels[i])
-    }
-
-    /// Appends `label` to the file (flushed before returning) and the index.
-    pub fn append(&mut self, label: Label) -> Result<()> {
-        if let Some(dir) = self.path.parent() {
+        if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
             }
         }
-        let mut file = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
-            .open(&self.path)
-            .with_context(|| format!("cannot open {}", self.path.display()))?;
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        lock(&file, path)?;
+        let mut log = LabelLog {
+            path: path.to_path_buf(),
+            labels: Vec::new(),
+            index: HashMap::new(),
+            attempts: HashMap::new(),
+            repaired: false,
+            file,
+        };
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Label>(line) {
+                Ok(label) => log.insert(label),
+                Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => log.repaired = true,
+                Err(e) => return Err(e).with_context(|| format!("{}: line {}", path.display(), i + 1)),
+            }
+        }
+        if !text.is_empty() && !text.ends_with('\n') {
+            // Keep everything up to the last newline: a complete last line
+            // without one gets it back, a torn one is dropped.
+            if log.repaired {
+                let keep = text.rfind('\n').map_or(0, |i| i + 1);
+                log.file.set_len(keep as u64).with_context(|| format!("cannot repair {}", path.display()))?;
+            } else {
+                log.file.write_all(b"\n").with_context(|| format!("cannot repair {}", path.display()))?;
+            }
+            log.file.sync_all().with_context(|| format!("cannot sync {}", path.display()))?;
+        }
+        Ok(log)
+    }
+
+    /// Whether [`LabelLog::open`] cut a torn last line off the file.
+    pub fn repaired(&self) -> bool {
+        self.repaired
+    }
+
+    fn insert(&mut self, label: Label) {
+        *self.attempts.entry(label.key()).or_insert(0) += 1;
+        self.index.insert(label.key(), self.labels.len());
+        self.labels.push(label);
+    }
+
+    /// How many labels (oracle calls) the log holds under `key`.
+    pub fn attempts(&self, key: &(String, String, String)) -> usize {
+        self.attempts.get(key).copied().unwrap_or(0)
+    }
+
+    /// The label stored under `key`, if any (the latest of its attempts).
+    pub fn get(&self, key: &(String, String, String)) -> Option<&Label> {
+        self.index.get(key).map(|&i| &self.labels[i])
+    }
+
+    /// Appends `label` to the file (synced to disk before returning) and
+    /// the index.
+    pub fn append(&mut self, label: Label) -> Result<()> {
         let mut line = serde_json::to_string(&label)?;
         line.push('\n');
-        file.write_all(line.as_bytes()).with_context(|| format!("cannot write {}", self.path.display()))?;
-        file.sync_data().ok();
+        self.file.write_all(line.as_bytes()).with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.file.sync_data().with_context(|| format!("cannot sync {}", self.path.display()))?;
         self.insert(label);
         Ok(())
     }

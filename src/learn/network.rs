@@ -53,6 +53,10 @@ pub struct ModelMeta {
     pub oracle: String,
     /// Fit quality at training time.
     pub report: TrainReport,
+    /// Hash of the tensor data, written by [`Ensemble::save`] and checked
+    /// (then cleared) by [`Ensemble::load`], so a damaged file is caught.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub checksum: String,
 }
 
 /// A deep ensemble of MLPs sharing one metadata record, and the
@@ -102,6 +106,13 @@ impl Ensemble {
         ] {
             if len != f {
                 bail!("{what} has {len} entries for {f} features");
+            }
+        }
+        let mut unique = std::collections::HashSet::new();
+        for name in &m.features.names {
+            let known = ["count:", "cost:", "pair:"].iter().any(|p| name.starts_with(p)) || name == "linear";
+            if !known || !unique.insert(name.as_str()) {
+                bail!("feature {name:?} is unknown or listed twice");
             }
         }
         let finite = m.input_mean.iter().chain(&m.input_scale).chain(&m.feature_low).chain(&m.feature_high);
@@ -220,13 +231,16 @@ impl Ensemble {
             a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             self.anchors.dims().to_vec(),
         ));
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut meta = self.meta.clone();
+        meta.checksum = checksum(tensors.iter().map(|(name, bytes, _)| (name.as_str(), bytes.as_slice())));
         let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
             .iter()
             .map(|(k, bytes, shape)| {
                 Ok((k.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)?))
             })
             .collect::<Result<_>>()?;
-        let meta = HashMap::from([(META_KEY.to_string(), serde_json::to_string(&self.meta)?)]);
+        let meta = HashMap::from([(META_KEY.to_string(), serde_json::to_string(&meta)?)]);
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -250,7 +264,18 @@ impl Ensemble {
         let (_, header) = safetensors::SafeTensors::read_metadata(bytes).context("not a safetensors file")?;
         let meta_json =
             header.metadata().as_ref().and_then(|m| m.get(META_KEY)).context("no smoothe metadata record")?;
-        let meta: ModelMeta = serde_json::from_str(meta_json).context("bad smoothe metadata record")?;
+        let mut meta: ModelMeta = serde_json::from_str(meta_json).context("bad smoothe metadata record")?;
+        let raw = safetensors::SafeTensors::deserialize(bytes).context("cannot read the tensors")?;
+        let mut names: Vec<String> = raw.names().into_iter().map(String::from).collect();
+        names.sort();
+        let stored = std::mem::take(&mut meta.checksum);
+        let mut ordered: Vec<(String, Vec<u8>)> = Vec::new();
+        for name in &names {
+            ordered.push((name.clone(), raw.tensor(name)?.data().to_vec()));
+        }
+        if !stored.is_empty() && checksum(ordered.iter().map(|(n, b)| (n.as_str(), b.as_slice()))) != stored {
+            bail!("checksum mismatch: the weights were damaged after saving");
+        }
         let tensors = candle_core::safetensors::load_buffer(bytes, device).context("cannot read the tensors")?;
         let mut members = Vec::new();
         for k in 0..meta.members {
@@ -269,6 +294,17 @@ impl Ensemble {
         let anchors = tensors.get("anchors").cloned().context("missing tensor anchors")?;
         Ensemble::new(members, anchors, meta)
     }
+}
+
+/// Hash of named tensor data (sorted by name), in the order given.
+fn checksum<'a>(tensors: impl Iterator<Item = (&'a str, &'a [u8])>) -> String {
+    let mut all = Vec::new();
+    for (name, bytes) in tensors {
+        all.extend_from_slice(name.as_bytes());
+        all.push(0);
+        all.extend_from_slice(bytes);
+    }
+    crate::egraph::hash_hex(&all)
 }
 
 /// One member's forward pass: ReLU between layers, output squeezed to

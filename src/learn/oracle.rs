@@ -7,7 +7,92 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// How long a stopped oracle gets between SIGTERM and SIGKILL (srun, for
+/// one, cancels its job on SIGTERM but not on SIGKILL).
+pub const TERMINATION_GRACE: Duration = Duration::from_secs(5);
+/// How long to wait for an oracle's pipes to close after it exited.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// Process groups of the oracle calls running now.
+fn live_groups() -> MutexGuard<'static, Vec<i32>> {
+    static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+    // A panic elsewhere while holding the lock leaves the list usable.
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// SIGTERM to the process group, up to [`TERMINATION_GRACE`] for it to
+/// end, then SIGKILL; reaps `child`.
+fn stop_group(group: i32, child: &mut std::process::Child) {
+    // SAFETY: plain kill(2) on a process group this program created.
+    unsafe {
+        libc::kill(-group, libc::SIGTERM);
+    }
+    let until = Instant::now() + TERMINATION_GRACE;
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: as above; the group may already be gone.
+    unsafe {
+        libc::kill(-group, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
+/// Stops every oracle call still running (SIGTERM, then SIGKILL after
+/// [`TERMINATION_GRACE`]), for a program that is being interrupted.
+/// Returns how many process groups it signalled.
+pub fn terminate_all() -> usize {
+    let groups: Vec<i32> = live_groups().iter().copied().collect();
+    for &g in &groups {
+        // SAFETY: plain kill(2) on process groups this program created.
+        unsafe {
+            libc::kill(-g, libc::SIGTERM);
+        }
+    }
+    let until = Instant::now() + TERMINATION_GRACE;
+    // SAFETY: kill(2) with signal 0 only checks that the group exists.
+    while Instant::now() < until && groups.iter().any(|&g| unsafe { libc::kill(-g, 0) } == 0) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &g in &groups {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(-g, libc::SIGKILL);
+        }
+    }
+    groups.len()
+}
+
+/// Bytes read from a pipe by a background thread; the thread holds the
+/// second reference to the buffer until the pipe closes.
+struct Drained(Arc<Mutex<Vec<u8>>>);
+
+impl Drained {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> Drained {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let shared = buf.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            shared.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
+        }
+    });
+    Drained(buf)
+}
 
 /// How to call the oracle.
 #[derive(Debug, Clone)]
@@ -19,7 +104,22 @@ pub struct Oracle {
     pub metric: Option<String>,
     /// Wall-clock limit per call.
     pub timeout: Duration,
+    /// Text standing for dependencies no file shows (a tool version, a
+    /// licence server), part of the identity.
+    pub tag: Option<String>,
+    /// Files never hashed into the identity although they sit beside the
+    /// oracle (the label log and outputs of the run).
+    pub exclude: Vec<std::path::PathBuf>,
+    /// The identity, computed on first use and fixed from then on, so that
+    /// files the oracle writes during a run cannot change it mid-run.
+    identity: std::sync::OnceLock<String>,
 }
+
+/// Largest file hashed into an oracle's identity; larger ones count by
+/// name and size only.
+const IDENTITY_FILE_BYTES: u64 = 4 << 20;
+/// Most files of one directory hashed into an oracle's identity.
+const IDENTITY_DIR_FILES: usize = 256;
 
 /// The outcome of one call: a cost, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,17 +132,74 @@ pub enum Verdict {
 }
 
 impl Oracle {
-    /// A stable hash of what this oracle is: the contents of its executable
-    /// when the command's first word is a file, plus the whole command line
-    /// and metric.
+    /// The oracle `command` with a per-call `timeout`, no metric, tag or
+    /// exclusions (set those fields before the first call).
+    pub fn new(command: impl Into<String>, timeout: Duration) -> Self {
+        Oracle {
+            command: command.into(),
+            metric: None,
+            timeout,
+            tag: None,
+            exclude: Vec::new(),
+            identity: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A stable hash of what this oracle is, computed on first use: the command line, metric and
+    /// tag; the contents of every word of the command line that names a
+    /// file; and the contents of the regular files beside each such file
+    /// (its directory, not below; hidden files, `*.jsonl` and `*.log` logs
+    /// and `exclude` left out), so that editing a cell library next to the
+    /// script makes old labels stale. Files over 4 MiB count by name and
+    /// size.
     pub fn identity(&self) -> String {
-        let first = self.command.split_whitespace().next().unwrap_or("");
+        self.identity.get_or_init(|| self.compute_identity()).clone()
+    }
+
+    fn compute_identity(&self) -> String {
         let mut bytes = self.command.clone().into_bytes();
+        bytes.push(0);
         if let Some(m) = &self.metric {
             bytes.extend_from_slice(m.as_bytes());
         }
-        if let Ok(contents) = std::fs::read(first) {
-            bytes.extend_from_slice(&contents);
+        bytes.push(0);
+        if let Some(t) = &self.tag {
+            bytes.extend_from_slice(t.as_bytes());
+        }
+        let excluded: Vec<std::path::PathBuf> =
+            self.exclude.iter().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())).collect();
+        let mut files = std::collections::BTreeSet::new();
+        for word in self.command.split_whitespace() {
+            let path = Path::new(word.trim_matches(|c| c == '\'' || c == '"'));
+            let Ok(path) = std::fs::canonicalize(path) else { continue };
+            if !path.is_file() {
+                continue;
+            }
+            files.insert(path.clone());
+            if let Some(Ok(entries)) = path.parent().map(std::fs::read_dir) {
+                let mut siblings: Vec<std::path::PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file())
+                    .filter(|p| {
+                        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                        !name.starts_with('.') && !name.ends_with(".jsonl") && !name.ends_with(".log")
+                    })
+                    .collect();
+                siblings.sort();
+                files.extend(siblings.into_iter().take(IDENTITY_DIR_FILES));
+            }
+        }
+        for path in files.iter().filter(|p| !excluded.contains(p)) {
+            bytes.push(0);
+            bytes.extend_from_slice(path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default().as_bytes());
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            if size <= IDENTITY_FILE_BYTES {
+                if let Ok(contents) = std::fs::read(path) {
+                    bytes.extend_from_slice(&contents);
+                }
+            } else {
+                bytes.extend_from_slice(&size.to_le_bytes());
+            }
         }
         crate::learn::hash_hex(&bytes)
     }
@@ -63,37 +220,31 @@ impl Oracle {
             .process_group(0)
             .spawn()
             .with_context(|| format!("cannot start oracle {:?}", self.command))?;
-        // Drain the pipes on threads so a chatty oracle cannot block.
-        let mut out = child.stdout.take().expect("piped");
-        let mut err = child.stderr.take().expect("piped");
-        let out_reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            s
-        });
-        let err_reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
+        let group = child.id() as i32;
+        live_groups().push(group);
+        // Drain the pipes on threads so a chatty oracle cannot block; what
+        // they read stays readable even if a descendant never closes them.
+        let out_buf = drain(child.stdout.take().expect("piped"));
+        let err_buf = drain(child.stderr.take().expect("piped"));
         let status = loop {
             if let Some(status) = child.try_wait()? {
                 break Some(status);
             }
             if start.elapsed() >= self.timeout {
-                // Kill the whole process group: the shell and whatever it
-                // started (which would otherwise hold the pipes open).
-                // SAFETY: plain kill(2) on the group this call created.
-                unsafe {
-                    libc::kill(-(child.id() as i32), libc::SIGKILL);
-                }
-                let _ = child.wait();
+                stop_group(group, &mut child);
                 break None;
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        let stdout = out_reader.join().unwrap_or_default();
-        let stderr = err_reader.join().unwrap_or_default();
+        live_groups().retain(|&g| g != group);
+        // A descendant that left the group may hold the pipes open: wait a
+        // moment for them to close, then take what was read.
+        let closed_by = Instant::now() + PIPE_GRACE;
+        while (Arc::strong_count(&out_buf.0) > 1 || Arc::strong_count(&err_buf.0) > 1) && Instant::now() < closed_by {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stdout = out_buf.text();
+        let stderr = err_buf.text();
         let tail = |s: &str| {
             let lines: Vec<&str> = s.lines().rev().take(5).collect();
             lines.into_iter().rev().collect::<Vec<_>>().join("\n")

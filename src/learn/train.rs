@@ -184,6 +184,7 @@ pub fn train(
         egraphs: Vec::new(),
         oracle: String::new(),
         report: TrainReport::default(),
+        checksum: String::new(),
     };
     let (mu, sd) = (&meta.input_mean, &meta.input_scale);
     let standardised = |idx: &[usize]| -> Result<(Tensor, Tensor)> {
