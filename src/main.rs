@@ -374,9 +374,7 @@ fn stop_oracles_on_interrupt() {
     }
     std::thread::spawn(|| loop {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-            let stopped = smoothe::learn::oracle::terminate_all();
-            eprintln!("interrupted: stopped {stopped} oracle call(s) in flight; labels so far are in the log");
-            std::process::exit(130);
+            interrupted_exit();
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     });
@@ -386,13 +384,26 @@ fn main() -> ExitCode {
     smoothe::device::tune_allocator();
     stop_oracles_on_interrupt();
     let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        // The work ended because of the interrupt (calls refused or
+        // killed): finish stopping the oracles, then exit as interrupted.
+        interrupted_exit();
+    }
+    match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Stops the oracle calls in flight and exits with 130.
+fn interrupted_exit() -> ! {
+    let stopped = smoothe::learn::oracle::terminate_all();
+    eprintln!("interrupted: stopped {stopped} oracle call(s) in flight; labels so far are in the log");
+    std::process::exit(130);
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

@@ -53,8 +53,9 @@ pub struct ModelMeta {
     pub oracle: String,
     /// Fit quality at training time.
     pub report: TrainReport,
-    /// Hash of the tensor data, written by [`Ensemble::save`] and checked
-    /// (then cleared) by [`Ensemble::load`], so a damaged file is caught.
+    /// Hash of the tensor data, written by [`Ensemble::save`] and required
+    /// and checked (then cleared) by [`Ensemble::load`], so a damaged file
+    /// is caught.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub checksum: String,
 }
@@ -273,7 +274,10 @@ impl Ensemble {
         for name in &names {
             ordered.push((name.clone(), raw.tensor(name)?.data().to_vec()));
         }
-        if !stored.is_empty() && checksum(ordered.iter().map(|(n, b)| (n.as_str(), b.as_slice()))) != stored {
+        if stored.is_empty() {
+            bail!("no checksum in the metadata record (not written by this version of smoothe); retrain it");
+        }
+        if checksum(ordered.iter().map(|(n, b)| (n.as_str(), b.as_slice()))) != stored {
             bail!("checksum mismatch: the weights were damaged after saving");
         }
         let tensors = candle_core::safetensors::load_buffer(bytes, device).context("cannot read the tensors")?;

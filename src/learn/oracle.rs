@@ -16,6 +16,9 @@ pub const TERMINATION_GRACE: Duration = Duration::from_secs(5);
 /// How long to wait for an oracle's pipes to close after it exited.
 const PIPE_GRACE: Duration = Duration::from_secs(2);
 
+/// Set by [`terminate_all`]: no new oracle call starts.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Process groups of the oracle calls running now.
 fn live_groups() -> MutexGuard<'static, Vec<i32>> {
     static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
@@ -23,8 +26,15 @@ fn live_groups() -> MutexGuard<'static, Vec<i32>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// SIGTERM to the process group, up to [`TERMINATION_GRACE`] for it to
-/// end, then SIGKILL; reaps `child`.
+/// Whether any process of the group is left (zombies included).
+fn group_alive(group: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the group exists.
+    unsafe { libc::kill(-group, 0) == 0 }
+}
+
+/// SIGTERM to the process group, up to [`TERMINATION_GRACE`] for every
+/// process in it to end (not only the shell: `srun` needs a moment to
+/// cancel its job), then SIGKILL to what is left; reaps `child`.
 fn stop_group(group: i32, child: &mut std::process::Child) {
     // SAFETY: plain kill(2) on a process group this program created.
     unsafe {
@@ -32,7 +42,10 @@ fn stop_group(group: i32, child: &mut std::process::Child) {
     }
     let until = Instant::now() + TERMINATION_GRACE;
     while Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
+        // Reap the shell as soon as it ends, so it does not keep the group
+        // alive as a zombie.
+        let _ = child.try_wait();
+        if !group_alive(group) {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -45,10 +58,18 @@ fn stop_group(group: i32, child: &mut std::process::Child) {
 }
 
 /// Stops every oracle call still running (SIGTERM, then SIGKILL after
-/// [`TERMINATION_GRACE`]), for a program that is being interrupted.
-/// Returns how many process groups it signalled.
+/// [`TERMINATION_GRACE`]) and refuses new ones from then on, for a program
+/// that is being interrupted. Returns how many process groups it signalled.
 pub fn terminate_all() -> usize {
-    let groups: Vec<i32> = live_groups().iter().copied().collect();
+    // One stop at a time: a second caller waits for the first to finish
+    // (its SIGKILLs included) instead of returning early.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let groups: Vec<i32> = {
+        let live = live_groups();
+        STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+        live.iter().copied().collect()
+    };
     for &g in &groups {
         // SAFETY: plain kill(2) on process groups this program created.
         unsafe {
@@ -56,8 +77,7 @@ pub fn terminate_all() -> usize {
         }
     }
     let until = Instant::now() + TERMINATION_GRACE;
-    // SAFETY: kill(2) with signal 0 only checks that the group exists.
-    while Instant::now() < until && groups.iter().any(|&g| unsafe { libc::kill(-g, 0) } == 0) {
+    while Instant::now() < until && groups.iter().any(|&g| group_alive(g)) {
         std::thread::sleep(Duration::from_millis(20));
     }
     for &g in &groups {
@@ -208,6 +228,12 @@ impl Oracle {
     /// when the process cannot be started at all.
     pub fn call(&self, egraph: &Path, extraction: &Path) -> Result<Verdict> {
         let start = Instant::now();
+        // Registered under the same lock that `terminate_all` takes, so no
+        // call starts unseen after it.
+        let mut live = live_groups();
+        if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(Verdict::Failed("not started: smoothe is being interrupted".into()));
+        }
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(format!("{} \"$1\" \"$2\"", self.command))
@@ -221,7 +247,8 @@ impl Oracle {
             .spawn()
             .with_context(|| format!("cannot start oracle {:?}", self.command))?;
         let group = child.id() as i32;
-        live_groups().push(group);
+        live.push(group);
+        drop(live);
         // Drain the pipes on threads so a chatty oracle cannot block; what
         // they read stays readable even if a descendant never closes them.
         let out_buf = drain(child.stdout.take().expect("piped"));
@@ -253,7 +280,7 @@ impl Oracle {
             return Ok(Verdict::Failed(format!("timed out after {:?}; stderr: {}", self.timeout, tail(&stderr))));
         };
         if !status.success() {
-            return Ok(Verdict::Failed(format!("exit status {status}; stderr: {}", tail(&stderr))));
+            return Ok(Verdict::Failed(format!("{status}; stderr: {}", tail(&stderr))));
         }
         Ok(match parse_cost(&stdout, self.metric.as_deref()) {
             Ok(cost) => Verdict::Cost(cost),
