@@ -17,7 +17,9 @@ Then, with the loop's final model frozen and no oracle calls,
 greedy methods, all measured by the oracle; and the model's prediction for
 its own extraction. Writes ablation.csv (one row per circuit, seed and
 method), ablation_curves.csv (best real cost after each call), ablation.md
-and ablation.svg.
+and ablation.svg. `--report` redraws the table and plot from the CSVs;
+`--collect` rebuilds the CSVs from the finished runs in experiments/out
+(for a run that was stopped part way).
 """
 import csv
 import json
@@ -83,6 +85,14 @@ def one(task):
     run([BIN, "extract", "--model", d / "loop.safetensors", "--seed", seed, "--threads", 1, "-q", "-o",
          d / "frozen.json", graph])
     run([BIN, "extract", "--method", "smoothe", "--seed", seed, "--threads", 1, "-q", "-o", d / "linear.json", graph])
+    return collect(task)
+
+
+def collect(task):
+    """The row and curves of a finished (circuit, seed) from its files in experiments/out."""
+    circuit, seed = task
+    graph = SHARED / f"{circuit}.json"
+    d = OUT / circuit.replace("/", "_") / str(seed)
     frozen = json.load(open(d / "frozen.json"))
     rounds = json.load(open(d / "loop.rounds.json"))
     curves = {m: curve(d / f"{m}.labels.jsonl") for m in METHODS}
@@ -103,10 +113,15 @@ def one(task):
     return row, curves
 
 
-def main():
+def main(collect_only=False):
     tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
-    with ThreadPoolExecutor(PAR) as pool:
-        results = list(pool.map(one, tasks))
+    if collect_only:
+        # Whatever finished (the linear extraction is the last step).
+        tasks = [t for t in tasks if (OUT / t[0].replace("/", "_") / str(t[1]) / "linear.json").exists()]
+        results = [collect(t) for t in tasks]
+    else:
+        with ThreadPoolExecutor(PAR) as pool:
+            results = list(pool.map(one, tasks))
     rows = [r for r, _ in results]
     old = read_rows() if os.environ.get("KEEP") else []
     keep = {(r["circuit"], r["seed"]) for r in rows}
@@ -261,11 +276,16 @@ def svg(rows, curves, circuits, path):
             parts.append(f'<line x1="{ox + pad}" y1="{sy(1.0):.1f}" x2="{ox + pw - 10}" y2="{sy(1.0):.1f}"'
                          ' stroke="grey" stroke-dasharray="3 3"/>')
         for m, s in series.items():
-            pts = " ".join(f"{sx(i + 1):.1f},{sy(max(y, y0)):.1f}" for i, y in enumerate(s))
+            pts = " ".join(f"{sx(i + 1):.1f},{sy(min(max(y, y0), y1)):.1f}" for i, y in enumerate(s))
             parts.append(f'<polyline points="{pts}" fill="none" stroke="{colours[m]}" stroke-width="1.5"/>')
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
 
 
 if __name__ == "__main__":
-    report() if sys.argv[1:] == ["--report"] else main()
+    if sys.argv[1:] == ["--report"]:
+        report()
+    elif sys.argv[1:] == ["--collect"]:
+        main(collect_only=True)
+    else:
+        main()

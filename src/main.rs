@@ -434,7 +434,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let learned = match &model {
                 Some(path) => {
                     let ensemble = Ensemble::load(path, &options.device)?;
-                    let conservatism = smoothe::learn::objective::Conservatism { kappa, trust };
+                    let conservatism = smoothe::learn::objective::Conservatism { kappa, trust, ..Default::default() };
                     Some(
                         LearnedCost::new(ensemble, &problem, &graph, conservatism, linear_weight, &options.device)
                             .with_context(|| format!("{}", path.display()))?,

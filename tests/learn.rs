@@ -754,8 +754,9 @@ fn interrupting_train_cost_stops_its_oracle_calls() {
         assert!(start.elapsed() < Duration::from_secs(60), "the oracle never started");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Ctrl-C (the cluster test sends SIGTERM, as a scheduler does).
     // SAFETY: plain kill(2) of the child this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     // Running, not a zombie waiting to be reaped.
@@ -848,4 +849,19 @@ fn train_cost_does_not_overwrite_another_jobs_model_without_force() {
     assert!(stderr.contains("--force") && stderr.trim().lines().count() == 1, "{stderr}");
     assert!(!calls.exists(), "the oracle was called before the refusal");
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(repo("models/mul3-abc-area.safetensors")).unwrap());
+}
+
+#[test]
+fn expected_improvement_matches_the_gaussian_formula() {
+    use smoothe::learn::active::expected_improvement as ei;
+    // At the incumbent with unit spread: the standard normal density at 0.
+    assert!((ei(0.0, 0.0, 1.0) - 0.398_942_28).abs() < 1e-6);
+    // No spread: the plain improvement.
+    assert_eq!(ei(10.0, 7.0, 0.0), 3.0);
+    assert_eq!(ei(10.0, 12.0, 0.0), 0.0);
+    // A known value: z = 1, EI = 1 * Phi(1) + phi(1).
+    assert!((ei(1.0, 0.0, 1.0) - (0.841_344_75 + 0.241_970_72)).abs() < 1e-6);
+    // More spread, more hope; a better mean, more improvement.
+    assert!(ei(5.0, 6.0, 2.0) > ei(5.0, 6.0, 1.0));
+    assert!(ei(5.0, 4.0, 1.0) > ei(5.0, 6.0, 1.0));
 }

@@ -298,9 +298,7 @@ pub fn train_cost(
                 .map(|p| match config.acquisition {
                     Acquisition::Lcb => cost.lower_bound(p, config.beta),
                     Acquisition::Mean => cost.lower_bound(p, 0.0),
-                    Acquisition::Ei => {
-                        -expected_improvement(incumbent, p.mean, p.std) + cost.lower_bound(p, 0.0) - p.mean
-                    }
+                    Acquisition::Ei => cost.box_charge(p) - expected_improvement(incumbent, p.mean, p.std),
                     Acquisition::Random => unreachable!(),
                 })
                 .collect();
