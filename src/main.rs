@@ -124,13 +124,21 @@ enum Command {
         /// e-graph or oracle, or not a smoothe model).
         #[arg(long)]
         force: bool,
+        /// Adapt this model (trained on several designs) instead of
+        /// starting from nothing: no initial samples, rounds guided by it
+        /// from the start, and every model fine-tuned from it.
+        #[arg(long)]
+        init_model: Option<PathBuf>,
         /// Seed of sampling, training and optimisation.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         #[command(flatten)]
         run: RunArgs,
-        /// The e-graph (egraph-serialize JSON).
-        egraph: PathBuf,
+        /// The e-graph(s) (egraph-serialize JSON). With several, each is
+        /// labelled by its own loop (--budget calls each) and one model that
+        /// transfers to new designs is trained on all of them.
+        #[arg(required = true)]
+        egraphs: Vec<PathBuf>,
     },
     /// Search with the oracle in the loop and no model: simulated annealing
     /// over valid extractions, every step an oracle call (a baseline for
@@ -399,6 +407,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// The per-round table of a train-cost run, on stderr.
+fn print_rounds(rounds: &[smoothe::learn::active::RoundSummary]) {
+    let opt = |f: Option<f64>| f.map_or("-".to_string(), |c| format!("{c:.4}"));
+    eprintln!(
+        "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real    greedy  dag-greedy  linear-smoothe"
+    );
+    for r in rounds {
+        eprintln!(
+            "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>8}  {:>10}  {:>14}",
+            r.round,
+            r.labels,
+            r.oracle_calls,
+            r.report.test_mae,
+            r.report.test_spearman,
+            r.best_real_cost,
+            r.optimum.as_ref().map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
+            opt(r.optimum.as_ref().and_then(|o| o.real)),
+            opt(r.greedy_real_cost),
+            opt(r.dag_greedy_real_cost),
+            opt(r.linear_smoothe_real_cost),
+        );
+    }
+}
+
 /// Stops the oracle calls in flight and exits with 130.
 fn interrupted_exit() -> ! {
     let stopped = smoothe::learn::oracle::terminate_all();
@@ -466,7 +498,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .context("the extraction does not map onto the preprocessed graph (a bug)")?;
                 let p = m.predict(std::slice::from_ref(&reduced))?[0];
                 extra.insert("prediction".into(), serde_json::to_value(p)?);
-                verdict = Some(p);
+                if let Some(r) = m.reference() {
+                    extra.insert("reference".into(), serde_json::to_value(r)?);
+                }
+                verdict = Some((p, m.reference()));
             }
             let result = outcome.extraction.result_json(&graph, &method, seconds, serde_json::Value::Object(extra))?;
             write_json(output.as_deref(), &result)?;
@@ -476,8 +511,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 result["choices"].as_object().map_or(0, |m| m.len()),
                 seconds
             );
-            if let Some(p) = verdict {
+            if let Some((p, reference)) = verdict {
                 eprintln!("model predicts {:.4} +- {:.4}", p.mean, p.std);
+                if let Some(r) = reference.filter(|r| !r.measured) {
+                    eprintln!(
+                        "note: the model was not trained on this design; its prediction is relative to the \
+                         dag-greedy extraction, whose cost is estimated at {:.4} (+-{:.0}%) from the training \
+                         designs, so the absolute figure is rough (the choice of extraction does not depend on it)",
+                        r.cost,
+                        100.0 * r.spread
+                    );
+                }
                 if p.features_outside > 0 {
                     eprintln!(
                         "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
@@ -522,11 +566,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             labels,
             force,
+            init_model,
             seed,
             run,
-            egraph,
+            egraphs,
         } => {
             use smoothe::learn::active::{train_cost, TrainCostConfig};
+            use smoothe::learn::corpus::{train_corpus, Design};
             run.init_threads()?;
             let device = run.device()?;
             let mut cfg: TrainCostConfig = match &config {
@@ -543,10 +589,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             set!(budget => budget, initial => initial, rounds => rounds, per_round => per_round,
                  screen => screen, explore => explore, features => features, acquisition => acquisition,
                  smoothe_steps => smoothe_steps);
-            let graph = load::load_file(&egraph)?;
-            let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
-            let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
-            let out = out.unwrap_or_else(|| PathBuf::from("runs").join(&stem).join("model.safetensors"));
+            let graphs = egraphs.iter().map(|p| load::load_file(p)).collect::<Result<Vec<_>>>()?;
+            let problems = graphs
+                .iter()
+                .zip(&egraphs)
+                .map(|(g, p)| preprocess::preprocess(g).with_context(|| format!("{}", p.display())))
+                .collect::<Result<Vec<_>>>()?;
+            let stem = |p: &Path| p.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+            let run_name = match egraphs.len() {
+                1 => stem(&egraphs[0]),
+                n => format!("{}-and-{}-more", stem(&egraphs[0]), n - 1),
+            };
+            let out = out.unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("model.safetensors"));
             let labels = labels.unwrap_or_else(|| out.with_extension("labels.jsonl"));
             let rounds_path = out.with_extension("rounds.json");
             let best_path = out.with_extension("best.json");
@@ -554,8 +608,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let oracle = oracle.oracle(&[&out, &labels, &rounds_path, &best_path])?;
             if out.exists() && !force {
                 // A rerun of the same job may replace its own model; nothing else.
-                let ours = Ensemble::load(&out, &candle_core::Device::Cpu)
-                    .is_ok_and(|m| m.meta.egraphs.contains(&graph.fingerprint()) && m.meta.oracle == oracle.identity());
+                let ours = Ensemble::load(&out, &candle_core::Device::Cpu).is_ok_and(|m| {
+                    graphs.iter().all(|g| m.meta.egraphs.contains(&g.fingerprint()))
+                        && m.meta.oracle == oracle.identity()
+                });
                 if !ours {
                     anyhow::bail!(
                         "{} exists and is not a model of this e-graph and oracle; pass --force to overwrite it, \
@@ -564,49 +620,83 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     );
                 }
             }
+            let init = match &init_model {
+                Some(p) => Some(Ensemble::load(p, &device)?),
+                None => None,
+            };
             let mut log = open_log(&labels)?;
-            let labeler = labeler(&oracle, &egraph, &graph, jobs, retries, !run.quiet);
+            let labelers: Vec<_> =
+                graphs.iter().zip(&egraphs).map(|(g, p)| labeler(&oracle, p, g, jobs, retries, !run.quiet)).collect();
             let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device: device.clone(), progress: false };
-            let outcome = train_cost(&graph, &problem, &labeler, &mut log, &cfg, &optimiser, &device);
-            let _ = std::fs::remove_dir_all(&labeler.work_dir);
-            let outcome = outcome?;
-            outcome.model.save(&out)?;
-            write_json(Some(&rounds_path), &serde_json::to_value(&outcome.rounds)?)?;
-            let best_json = outcome.best.result_json(
-                &graph,
-                "train-cost",
-                0.0,
-                serde_json::json!({ "real_cost": outcome.best_cost, "seed": seed }),
-            )?;
-            write_json(Some(&best_path), &best_json)?;
-            let opt = |f: Option<f64>| f.map_or("-".to_string(), |c| format!("{c:.4}"));
-            eprintln!(
-                "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real    greedy  dag-greedy  linear-smoothe"
-            );
-            for r in &outcome.rounds {
+            let designs: Vec<Design> = egraphs
+                .iter()
+                .zip(&graphs)
+                .zip(&problems)
+                .zip(&labelers)
+                .map(|(((p, original), problem), labeler)| Design {
+                    name: p.display().to_string(),
+                    original,
+                    problem,
+                    labeler,
+                })
+                .collect();
+            let outcome = if designs.len() == 1 {
+                let d = &designs[0];
+                train_cost(d.original, d.problem, d.labeler, &mut log, &cfg, &optimiser, init.as_ref(), &device)
+                    .map(|o| (o.model.clone(), vec![o]))
+            } else {
+                train_corpus(&designs, &mut log, &cfg, &optimiser, init.as_ref(), &device).map(|o| (o.model, o.designs))
+            };
+            let _ = std::fs::remove_dir_all(&labelers[0].work_dir);
+            let (model, outcomes) = outcome?;
+            model.save(&out)?;
+            let mut bests = Vec::new();
+            for ((p, g), o) in egraphs.iter().zip(&graphs).zip(&outcomes) {
+                bests.push(o.best.result_json(
+                    g,
+                    "train-cost",
+                    0.0,
+                    serde_json::json!({ "real_cost": o.best_cost, "seed": seed, "egraph": p }),
+                )?);
+            }
+            if outcomes.len() == 1 {
+                write_json(Some(&rounds_path), &serde_json::to_value(&outcomes[0].rounds)?)?;
+                write_json(Some(&best_path), &bests[0])?;
+            } else {
+                let per_design: serde_json::Map<String, serde_json::Value> = egraphs
+                    .iter()
+                    .zip(&outcomes)
+                    .map(|(p, o)| Ok((p.display().to_string(), serde_json::to_value(&o.rounds)?)))
+                    .collect::<Result<_>>()?;
+                let rounds_json = serde_json::json!({ "designs": per_design, "corpus_report": model.meta.report });
+                write_json(Some(&rounds_path), &rounds_json)?;
+                write_json(Some(&best_path), &serde_json::Value::Array(bests))?;
+            }
+            for (p, o) in egraphs.iter().zip(&outcomes) {
+                if outcomes.len() > 1 {
+                    eprintln!("{}:", p.display());
+                }
+                print_rounds(&o.rounds);
+            }
+            if outcomes.len() > 1 {
+                let r = &model.meta.report;
                 eprintln!(
-                    "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>8}  {:>10}  {:>14}",
-                    r.round,
-                    r.labels,
-                    r.oracle_calls,
-                    r.report.test_mae,
-                    r.report.test_spearman,
-                    r.best_real_cost,
-                    r.optimum
-                        .as_ref()
-                        .map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
-                    opt(r.optimum.as_ref().and_then(|o| o.real)),
-                    opt(r.greedy_real_cost),
-                    opt(r.dag_greedy_real_cost),
-                    opt(r.linear_smoothe_real_cost),
+                    "corpus model over {} designs: {} training and {} test labels, test Spearman {:.3}, \
+                     test MAE {:.4} (relative to each design's dag-greedy cost)",
+                    outcomes.len(),
+                    r.train,
+                    r.test,
+                    r.test_spearman,
+                    r.test_mae
                 );
             }
             eprintln!(
-                "wrote {} (model), {} (labels), {} (rounds), {} (best extraction)",
+                "wrote {} (model), {} (labels), {} (rounds), {} (best extraction{})",
                 out.display(),
                 labels.display(),
                 rounds_path.display(),
-                best_path.display()
+                best_path.display(),
+                if outcomes.len() > 1 { " per design" } else { "" }
             );
             Ok(ExitCode::SUCCESS)
         }

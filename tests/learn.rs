@@ -865,3 +865,211 @@ fn expected_improvement_matches_the_gaussian_formula() {
     assert!(ei(5.0, 6.0, 2.0) > ei(5.0, 6.0, 1.0));
     assert!(ei(5.0, 4.0, 1.0) > ei(5.0, 6.0, 1.0));
 }
+
+/// Rows of a linear-plus-interaction target in `f` features, for the
+/// transfer tests: `shift` moves the target function.
+fn synthetic(seed: u64, n: usize, f: usize, shift: f64) -> (Vec<Vec<f64>>, Vec<f64>) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let x: Vec<Vec<f64>> = (0..n).map(|_| (0..f).map(|_| rng.random_range(-0.1..0.1)).collect()).collect();
+    let y = x.iter().map(|r| r[0] - 0.5 * r[1] + shift * r[2] + 3.0 * r[0] * r[3]).collect();
+    (x, y)
+}
+
+fn tensor(x: &[Vec<f64>]) -> candle_core::Tensor {
+    let f = x[0].len();
+    candle_core::Tensor::from_vec(
+        x.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>(),
+        (x.len(), f),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap()
+}
+
+fn vec32(t: &candle_core::Tensor) -> Vec<f64> {
+    t.to_dtype(candle_core::DType::F64).unwrap().to_vec1().unwrap()
+}
+
+fn layout(f: usize) -> smoothe::learn::features::FeatureLayout {
+    smoothe::learn::features::FeatureLayout {
+        kind: smoothe::learn::features::FeatureKind::OpCounts,
+        names: (0..f).map(|i| format!("count:f{i}")).collect(),
+    }
+}
+
+#[test]
+fn a_relative_model_bound_to_a_design_predicts_in_its_units() {
+    use smoothe::learn::reference::Reference;
+    let f = 5;
+    let (x, y) = synthetic(3, 150, f, 1.0);
+    let test = vec![false; x.len()];
+    let dev = candle_core::Device::Cpu;
+    let model = train(&x, &y, &test, layout(f), &TrainConfig::default(), 1, &dev).unwrap();
+    // A design whose reference extraction has these features and 40 nodes,
+    // and costs 250.
+    let reference = Reference {
+        extraction: smoothe::extraction::Extraction::empty(0),
+        features: vec![10.0, 4.0, 7.0, 1.0, 18.0],
+        nodes: 40.0,
+    };
+    let bound = reference.absolute(&model, 250.0).unwrap();
+    // Raw features of the design: the reference plus relative moves.
+    let raw: Vec<Vec<f64>> =
+        x.iter().take(30).map(|r| r.iter().zip(&reference.features).map(|(d, f0)| f0 + 40.0 * d).collect()).collect();
+    let rel: Vec<Vec<f64>> = raw.iter().map(|r| reference.relative_row(r)).collect();
+    let (p_rel, p_abs) = (model.predict(&tensor(&rel)).unwrap(), bound.predict(&tensor(&raw)).unwrap());
+    for ((m_rel, m_abs), (s_rel, s_abs)) in
+        vec32(&p_rel.mean).iter().zip(vec32(&p_abs.mean)).zip(vec32(&p_rel.std).iter().zip(vec32(&p_abs.std)))
+    {
+        assert!((250.0 * (1.0 + m_rel) - m_abs).abs() < 1e-3 * 250.0, "mean {m_rel} -> {m_abs}");
+        assert!((250.0 * s_rel - s_abs).abs() < 1e-3 * 250.0, "std {s_rel} -> {s_abs}");
+    }
+    for (a, b) in vec32(&p_rel.distance).iter().zip(vec32(&p_abs.distance)) {
+        assert!((a - b).abs() < 1e-3 * a.max(1.0), "distance {a} -> {b}");
+    }
+    // The feature range moves with the features.
+    for j in 0..f {
+        let expect = reference.features[j] + 40.0 * model.meta.feature_low[j];
+        assert!((bound.meta.feature_low[j] - expect).abs() < 1e-9);
+    }
+    assert!(reference.absolute(&model, 0.0).is_err(), "a zero reference cost cannot scale a relative model");
+}
+
+#[test]
+fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
+    use smoothe::learn::train::fine_tune;
+    let f = 5;
+    let dev = candle_core::Device::Cpu;
+    let cfg = TrainConfig::default();
+    let (x, y) = synthetic(4, 200, f, 1.0);
+    let base = train(&x, &y, &vec![false; x.len()], layout(f), &cfg, 1, &dev).unwrap();
+    // A related design: the same function with one term changed.
+    let (x_new, y_new) = synthetic(5, 60, f, -2.0);
+    let (x_eval, y_eval) = synthetic(6, 200, f, -2.0);
+    let mae = |m: &Ensemble| {
+        let p = vec32(&m.predict(&tensor(&x_eval)).unwrap().mean);
+        p.iter().zip(&y_eval).map(|(a, b)| (a - b).abs()).sum::<f64>() / p.len() as f64
+    };
+    let tuned = fine_tune(&base, &x_new, &y_new, &vec![false; x_new.len()], &cfg, 2, &dev).unwrap();
+    assert!(mae(&tuned) < 0.7 * mae(&base), "fine-tuned MAE {} against {}", mae(&tuned), mae(&base));
+    // It keeps the base normalisation and adds the new rows as anchors.
+    assert_eq!(tuned.meta.input_mean, base.meta.input_mean);
+    assert!(tuned.anchors().dim(0).unwrap() > base.anchors().dim(0).unwrap());
+    // With fewer labels than folds need, nothing tells fitting from
+    // forgetting: the weights stay.
+    let few = fine_tune(&base, &x_new[..4], &y_new[..4], &[false; 4], &cfg, 2, &dev).unwrap();
+    assert_eq!(
+        vec32(&few.predict(&tensor(&x_eval)).unwrap().mean),
+        vec32(&base.predict(&tensor(&x_eval)).unwrap().mean)
+    );
+}
+
+/// A random e-graph in a small circuit language (`and`, `or`, `not` over
+/// inputs `x`), written to `dir/name.json`; `extra_op` renames one node's
+/// operator, for a design with an operator no other has.
+fn circuit(dir: &Path, name: &str, seed: u64, extra_op: Option<&str>) -> String {
+    let mut v = parse_json(&random_graph_json(seed, 70, false));
+    let ops = ["and", "or", "not"];
+    let mut renamed = false;
+    for (i, (_, node)) in v["nodes"].as_object_mut().unwrap().iter_mut().enumerate() {
+        let leaf = node["children"].as_array().unwrap().is_empty();
+        node["op"] = serde_json::json!(if leaf { "x" } else { ops[i % 3] });
+        if !leaf && !renamed {
+            if let Some(op) = extra_op {
+                node["op"] = serde_json::json!(op);
+                renamed = true;
+            }
+        }
+    }
+    let p = dir.join(format!("{name}.json"));
+    std::fs::write(&p, v.to_string()).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn one_model_over_several_designs_transfers_and_adapts() {
+    let dir = fresh_dir("corpus");
+    let (oracle, calls) = counting_oracle(&dir, false);
+    let oracle = oracle.to_str().unwrap().to_string();
+    let (a, b, c) = (circuit(&dir, "a", 1, None), circuit(&dir, "b", 2, None), circuit(&dir, "c", 3, None));
+    let short = ["--initial", "14", "--rounds", "1", "--per-round", "6", "--smoothe-steps", "60", "-q"];
+    let lib = dir.join("lib.safetensors");
+    let lib = lib.to_str().unwrap();
+    let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "20", "--out", lib];
+    args.extend(short);
+    args.extend([a.as_str(), b.as_str()]);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("corpus model over 2 designs"), "{stderr}");
+    let calls_now = || std::fs::read_to_string(&calls).map_or(0, |t| t.lines().count());
+    assert!(calls_now() <= 2 * 20, "{} calls for a budget of 20 per design", calls_now());
+    let model = Ensemble::load(Path::new(lib), &candle_core::Device::Cpu).unwrap();
+    let frame = model.meta.relative.as_ref().expect("a corpus model is relative");
+    assert_eq!(frame.references.len(), 2);
+    assert_eq!(model.meta.egraphs.len(), 2);
+    // One best extraction per design, each valid for its design.
+    let bests = parse_json(&std::fs::read_to_string(dir.join("lib.best.json")).unwrap());
+    for (best, g) in bests.as_array().unwrap().iter().zip([&a, &b]) {
+        let p = dir.join("one-best.json");
+        std::fs::write(&p, best.to_string()).unwrap();
+        let (code, _, stderr) = cli(&["check", g, p.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    // A design it never saw: extraction with no oracle at all, valid, and
+    // the prediction says its scale is an estimate.
+    let zero = dir.join("zero.json");
+    let (code, _, stderr) =
+        cli(&["extract", "--model", lib, "--steps", "60", "--time-limit", "0", "-o", zero.to_str().unwrap(), &c]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("not trained on this design"), "{stderr}");
+    let result = parse_json(&std::fs::read_to_string(&zero).unwrap());
+    assert_eq!(result["reference"]["measured"], false, "{result}");
+    let (code, _, stderr) = cli(&["check", &c, zero.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    // Adapting it to the new design with a few calls.
+    let before = calls_now();
+    let tuned = dir.join("tuned.safetensors");
+    let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "10", "--init-model", lib];
+    args.extend(["--out", tuned.to_str().unwrap()]);
+    args.extend(short);
+    args.push(&c);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(calls_now() - before <= 10, "{} calls for a budget of 10", calls_now() - before);
+    let tuned_model = Ensemble::load(&tuned, &candle_core::Device::Cpu).unwrap();
+    assert_eq!(tuned_model.meta.relative.as_ref().unwrap().references.len(), 3);
+    let rounds = parse_json(&std::fs::read_to_string(dir.join("tuned.rounds.json")).unwrap());
+    assert!(rounds.as_array().unwrap().len() >= 2, "the library model guides rounds from the start: {rounds}");
+    let (code, _, stderr) = cli(&[
+        "extract",
+        "--model",
+        tuned.to_str().unwrap(),
+        "--steps",
+        "60",
+        "--time-limit",
+        "0",
+        "-q",
+        "-o",
+        zero.to_str().unwrap(),
+        &c,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(parse_json(&std::fs::read_to_string(&zero).unwrap())["reference"]["measured"], true);
+    // A design with an operator no training design has is refused, by name.
+    let d = circuit(&dir, "d", 4, Some("xor"));
+    let (code, _, stderr) = cli(&["extract", "--model", lib, "-q", &d]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("never seen the operator(s) xor"), "{stderr}");
+    // A one-design model is in absolute units: it cannot adapt to another.
+    let single = dir.join("single.safetensors");
+    let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "16", "--out", single.to_str().unwrap()];
+    args.extend(short);
+    args.push(&a);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "10", "--init-model"];
+    args.extend([single.to_str().unwrap(), "--out", tuned.to_str().unwrap(), "--force", "-q", &c]);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("several designs"), "{stderr}");
+}

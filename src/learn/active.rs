@@ -7,8 +7,9 @@ use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
+use super::reference::Reference;
 use super::sample::{crossover, nudge, perturb};
-use super::train::{in_test_split, train, TrainConfig, TrainReport};
+use super::train::{fine_tune, in_test_split, train, TrainConfig, TrainReport};
 use crate::egraph::EGraph;
 use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::Extraction;
@@ -173,6 +174,12 @@ pub struct Labelled {
 
 /// Runs the loop. `smoothe` carries the device, seed and optimiser
 /// settings used for the linear and model-driven SmoothE runs.
+///
+/// With `init` (a relative model, such as one trained on other designs,
+/// see [`super::reference`]), the loop adapts it instead of starting from
+/// nothing: no initial samples beyond the three baselines, the rounds are
+/// guided by `init` from the start, and every model is `init` fine-tuned
+/// on this design's labels, relative to its dag-greedy extraction.
 #[allow(clippy::too_many_arguments)]
 pub fn train_cost(
     original: &EGraph,
@@ -181,8 +188,19 @@ pub fn train_cost(
     log: &mut LabelLog,
     config: &TrainCostConfig,
     smoothe: &SmoothE,
+    init: Option<&Ensemble>,
     device: &Device,
 ) -> Result<TrainCostOutcome> {
+    if let Some(m) = init {
+        if m.meta.relative.is_none() {
+            bail!(
+                "the initial model was trained on one design in absolute units and cannot adapt to another; \
+                 train it on several designs (train-cost A.json B.json ...) to get a model that transfers"
+            );
+        }
+        // Refuses, naming them, operators the model has never seen.
+        LearnedCost::new(m.clone(), problem, original, config.conservatism, 0.0, device)?;
+    }
     let g = &problem.graph;
     let oracle_id = labeler.oracle.identity();
     let fingerprint = original.fingerprint();
@@ -210,7 +228,7 @@ pub fn train_cost(
     // (the real cost often favours another of them than the node costs do).
     let mut seen: HashSet<Extraction> = bases.iter().cloned().collect();
     let mut samples = Vec::new();
-    let want = config.initial.saturating_sub(bases.len());
+    let want = if init.is_some() { 0 } else { config.initial.saturating_sub(bases.len()) };
     let mut attempts = 0;
     while samples.len() < want && attempts < 50 * want.max(1) {
         attempts += 1;
@@ -231,7 +249,26 @@ pub fn train_cost(
     let labelled =
         |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction);
     let mut data = labelled(log)?;
-    let mut model = fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed, device)?;
+    let refit = |data: &[Labelled], seed: u64| match init {
+        None => fit(original, problem, data, config, &fingerprint, &oracle_id, seed, device),
+        Some(init) => {
+            let Some(reference_cost) = base_costs[1] else {
+                bail!("the oracle call on the dag-greedy extraction failed; adapting a model needs its cost");
+            };
+            let featurizer = Featurizer::new(init.meta.features.kind, problem, original, &init.meta.features.names);
+            let reference = Reference::of(problem, &featurizer)?;
+            let d = reference.relative_data(&featurizer, data, reference_cost)?;
+            let mut model = fine_tune(init, &d.rows, &d.targets, &d.test, &config.train, seed, device)?;
+            let frame = model.meta.relative.get_or_insert_with(Default::default);
+            frame.record(&fingerprint, reference_cost, reference.nodes);
+            if !model.meta.egraphs.contains(&fingerprint) {
+                model.meta.egraphs.push(fingerprint.clone());
+            }
+            model.meta.oracle = oracle_id.clone();
+            Ok(model)
+        }
+    };
+    let mut model = refit(&data, smoothe.seed)?;
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
     let summary = |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius| RoundSummary {
@@ -333,8 +370,7 @@ pub fn train_cost(
         };
         // Random picks never ask the model: only the last one is fitted.
         if config.acquisition != Acquisition::Random || round == config.rounds || budget == 0 {
-            model =
-                fit(original, problem, &data, config, &fingerprint, &oracle_id, smoothe.seed + round as u64, device)?;
+            model = refit(&data, smoothe.seed + round as u64)?;
         }
         rounds.push(summary(round, &model, log, &data, optimum, used));
     }

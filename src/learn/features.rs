@@ -92,6 +92,20 @@ pub fn vocabulary(kind: FeatureKind, problem: &Reduced, original: &EGraph) -> Ve
     names
 }
 
+/// One layout covering several [`vocabulary`] lists (of several designs):
+/// their operators and pairs, in the same order `vocabulary` uses.
+pub fn merge_vocabularies(lists: &[Vec<String>]) -> Vec<String> {
+    let all: BTreeSet<&String> = lists.iter().flatten().collect();
+    let with = |prefix: &str| all.iter().filter(|n| n.starts_with(prefix)).map(|n| n.to_string()).collect::<Vec<_>>();
+    let mut names = with("count:");
+    names.extend(with("cost:"));
+    names.extend(with("pair:"));
+    if all.iter().any(|n| *n == "linear") {
+        names.push("linear".into());
+    }
+    names
+}
+
 /// How the reduced nodes of a preprocessed graph wire operators together:
 /// each reduced node's child slots with the operator of the original node
 /// holding that edge, and the operator pairs inside merged nodes.

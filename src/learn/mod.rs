@@ -3,12 +3,14 @@
 
 pub mod active;
 pub mod anneal;
+pub mod corpus;
 pub mod features;
 pub mod labeler;
 pub mod labels;
 pub mod network;
 pub mod objective;
 pub mod oracle;
+pub mod reference;
 pub mod sample;
 pub mod train;
 

@@ -4,6 +4,7 @@
 //! record.
 
 use super::features::FeatureLayout;
+use super::reference::RelativeFrame;
 use super::train::TrainReport;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
@@ -14,8 +15,11 @@ use std::path::Path;
 
 /// Key of the metadata record inside the safetensors header.
 const META_KEY: &str = "smoothe";
-/// Version of the file layout; older files are refused with a message.
-const FORMAT: u32 = 3;
+/// Version of the file layout this build writes. Format 3 (before relative
+/// models) reads the same; older files are refused with a message.
+const FORMAT: u32 = 4;
+/// The oldest format this build reads.
+const OLDEST_FORMAT: u32 = 3;
 
 /// The file layout version this build writes.
 pub const MODEL_FORMAT: u32 = FORMAT;
@@ -51,6 +55,12 @@ pub struct ModelMeta {
     pub egraphs: Vec<String>,
     /// Identity of the oracle whose labels it learned.
     pub oracle: String,
+    /// Set for a relative model (features and targets relative to each
+    /// design's dag-greedy extraction, see [`super::reference`]): its
+    /// training designs' reference costs. Bind it to a design with
+    /// [`super::reference::Reference::absolute`] before predicting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative: Option<RelativeFrame>,
     /// Fit quality at training time.
     pub report: TrainReport,
     /// Hash of the tensor data, written by [`Ensemble::save`] and required
@@ -96,8 +106,18 @@ impl Ensemble {
     fn validate(&self) -> Result<()> {
         let m = &self.meta;
         let f = m.features.names.len();
-        if m.format != FORMAT {
-            bail!("model format {} is not supported (this build reads format {FORMAT}); retrain it", m.format);
+        if !(OLDEST_FORMAT..=FORMAT).contains(&m.format) {
+            bail!(
+                "model format {} is not supported (this build reads formats {OLDEST_FORMAT} to {FORMAT}); retrain it",
+                m.format
+            );
+        }
+        if let Some(frame) = &m.relative {
+            if frame.references.is_empty()
+                || frame.references.iter().any(|r| !(r.cost.is_finite() && r.cost > 0.0 && r.nodes > 0.0))
+            {
+                bail!("a relative model needs positive, finite reference costs for its training designs");
+            }
         }
         for (what, len) in [
             ("input_mean", m.input_mean.len()),
@@ -159,6 +179,16 @@ impl Ensemble {
             }
         }
         Ok(())
+    }
+
+    /// Per member, its layers.
+    pub fn members(&self) -> &[Vec<Linear>] {
+        &self.members
+    }
+
+    /// The standardised training rows `[rows, F]`.
+    pub fn anchors(&self) -> &Tensor {
+        &self.anchors
     }
 
     /// Number of features the model reads.

@@ -16,6 +16,7 @@
 
 use super::features::{FeatureKind, Featurizer};
 use super::network::Ensemble;
+use super::reference::{Reference, ReferenceEstimate};
 use crate::cost::{CostModel, LinearCost};
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
@@ -73,11 +74,14 @@ pub struct LearnedCost {
     low: Vec<f64>,
     high: Vec<f64>,
     width: Vec<f64>,
+    reference: Option<ReferenceEstimate>,
 }
 
 impl LearnedCost {
     /// Binds `model` to `problem` (preprocessed from `original`), plus
-    /// `linear_weight` times the node-cost objective. Refuses a graph with
+    /// `linear_weight` times the node-cost objective. A relative model is
+    /// bound to the design's dag-greedy reference first (see
+    /// [`super::reference`]). Refuses a graph with
     /// an operator the model has no feature for, naming it; an operator
     /// pair it has never seen counts as `pair:<unseen>`, which lies outside
     /// the training range and so is charged by the trust region.
@@ -108,13 +112,30 @@ impl LearnedCost {
             bail!("feature layout says op-counts but lists operator pairs");
         }
         let featurizer = Featurizer::new(kind, problem, original, &names);
+        let mut model = model;
+        let reference = match model.meta.relative.clone() {
+            Some(frame) => {
+                let r = Reference::of(problem, &featurizer)?;
+                let estimate = frame.cost_for(&original.fingerprint(), r.nodes)?;
+                model = r.absolute(&model, estimate.cost)?;
+                Some(estimate)
+            }
+            None => None,
+        };
         let linear = (linear_weight != 0.0)
             .then(|| LinearCost::new(&problem.graph, device).map(|l| (l, linear_weight)))
             .transpose()?;
         let low = model.meta.feature_low.clone();
         let high = model.meta.feature_high.clone();
         let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
-        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width })
+        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, reference })
+    }
+
+    /// For a relative model, the cost of this design's reference (dag-greedy)
+    /// extraction that its predictions are scaled by, and whether it was
+    /// measured or estimated from the training designs.
+    pub fn reference(&self) -> Option<ReferenceEstimate> {
+        self.reference
     }
 
     /// The model.

@@ -6,7 +6,7 @@
 use super::features::FeatureLayout;
 use super::network::{forward, Ensemble, ModelMeta};
 use crate::extract::standard_normal as normal;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW};
 use rand::rngs::StdRng;
@@ -14,8 +14,15 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+/// A figure that JSON writes as `null` when it is NaN (no test labels,
+/// say), read back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// How well a model fits. Test figures come from labels no member was
-/// fitted or early-stopped on; validation figures are out-of-fold.
+/// fitted or early-stopped on; validation figures are out-of-fold. Figures
+/// without data (no test label) are NaN.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TrainReport {
@@ -24,14 +31,19 @@ pub struct TrainReport {
     /// Labels in the test split.
     pub test: usize,
     /// Mean absolute error of the ensemble mean on the test split (oracle units).
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_mae: f64,
     /// Spearman rank correlation of the ensemble mean on the test split.
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_spearman: f64,
     /// Share of test labels within two ensemble standard deviations of the mean.
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_coverage: f64,
     /// Spearman correlation of out-of-fold predictions on the training labels.
+    #[serde(deserialize_with = "nan_if_null")]
     pub validation_spearman: f64,
     /// Mean epochs run per member (early stopping keeps the best).
+    #[serde(deserialize_with = "nan_if_null")]
     pub epochs: f64,
 }
 
@@ -117,6 +129,53 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     cov / (va * vb).sqrt()
 }
 
+/// Rows, targets and test flags, checked, with the indices of each split.
+struct Split<'a> {
+    rows: &'a [Vec<f64>],
+    targets: &'a [f64],
+    train_idx: Vec<usize>,
+    test_idx: Vec<usize>,
+}
+
+impl<'a> Split<'a> {
+    /// Checks the data; at least `min_train` rows must lie outside the test split.
+    fn new(rows: &'a [Vec<f64>], targets: &'a [f64], test: &[bool], f: usize, min_train: usize) -> Result<Self> {
+        let n = rows.len();
+        if targets.len() != n || test.len() != n || rows.iter().any(|r| r.len() != f) {
+            bail!("training data are inconsistent: {n} rows, {} targets, {f} features", targets.len());
+        }
+        if let Some(i) = targets.iter().position(|t| !t.is_finite()) {
+            bail!("label {i} is not a finite number");
+        }
+        let train_idx: Vec<usize> = (0..n).filter(|&i| !test[i]).collect();
+        let test_idx: Vec<usize> = (0..n).filter(|&i| test[i]).collect();
+        if train_idx.len() < min_train {
+            bail!(
+                "need at least {min_train} labelled extractions outside the test split to train, have {}",
+                train_idx.len()
+            );
+        }
+        Ok(Split { rows, targets, train_idx, test_idx })
+    }
+
+    /// The rows at `idx`, standardised by `meta`, and their standardised targets.
+    fn standardised(&self, idx: &[usize], meta: &ModelMeta, device: &Device) -> Result<(Tensor, Tensor)> {
+        let f = meta.input_mean.len();
+        let (mu, sd) = (&meta.input_mean, &meta.input_scale);
+        let x: Vec<f32> =
+            idx.iter().flat_map(|&i| (0..f).map(move |j| ((self.rows[i][j] - mu[j]) / sd[j]) as f32)).collect();
+        let y: Vec<f32> =
+            idx.iter().map(|&i| ((self.targets[i] - meta.target_mean) / meta.target_std) as f32).collect();
+        Ok((Tensor::from_vec(x, (idx.len(), f), device)?, Tensor::from_vec(y, idx.len(), device)?))
+    }
+
+    /// The training rows standardised by `meta`, as anchor rows.
+    fn anchor_rows(&self, meta: &ModelMeta) -> Vec<Vec<f64>> {
+        let (mu, sd) = (&meta.input_mean, &meta.input_scale);
+        self.train_idx.iter().map(|&i| (0..mu.len()).map(|j| (self.rows[i][j] - mu[j]) / sd[j]).collect()).collect()
+    }
+}
+
 /// Fits an ensemble to `rows -> targets`; `test[i]` puts row `i` in the
 /// test split. Normalisation and the feature range come from the training
 /// rows only. Same inputs and seed, same model.
@@ -129,19 +188,9 @@ pub fn train(
     seed: u64,
     device: &Device,
 ) -> Result<Ensemble> {
-    let n = rows.len();
     let f = layout.names.len();
-    if targets.len() != n || test.len() != n || rows.iter().any(|r| r.len() != f) {
-        bail!("training data are inconsistent: {n} rows, {} targets, {f} features", targets.len());
-    }
-    if let Some(i) = targets.iter().position(|t| !t.is_finite()) {
-        bail!("label {i} is not a finite number");
-    }
-    let train_idx: Vec<usize> = (0..n).filter(|&i| !test[i]).collect();
-    let test_idx: Vec<usize> = (0..n).filter(|&i| test[i]).collect();
-    if train_idx.len() < 2 {
-        bail!("need at least 2 labelled extractions outside the test split to train, have {}", train_idx.len());
-    }
+    let split = Split::new(rows, targets, test, f, 2)?;
+    let train_idx = &split.train_idx;
     let members = config.members.max(1);
     let mut rng = StdRng::seed_from_u64(seed);
     // Standardisation and range from the training rows.
@@ -149,7 +198,7 @@ pub fn train(
     let mut input_mean = vec![0.0; f];
     let mut feature_low = vec![f64::INFINITY; f];
     let mut feature_high = vec![f64::NEG_INFINITY; f];
-    for &i in &train_idx {
+    for &i in train_idx {
         for j in 0..f {
             input_mean[j] += rows[i][j] / m;
             feature_low[j] = feature_low[j].min(rows[i][j]);
@@ -157,7 +206,7 @@ pub fn train(
         }
     }
     let mut input_scale = vec![0.0; f];
-    for &i in &train_idx {
+    for &i in train_idx {
         for j in 0..f {
             input_scale[j] += (rows[i][j] - input_mean[j]).powi(2) / m;
         }
@@ -168,7 +217,6 @@ pub fn train(
     let target_mean = train_idx.iter().map(|&i| targets[i]).sum::<f64>() / m;
     let var = train_idx.iter().map(|&i| (targets[i] - target_mean).powi(2)).sum::<f64>() / m;
     let target_std = var.sqrt().max(1e-6 * target_mean.abs().max(1.0));
-    let hidden = vec![config.hidden, config.hidden];
     let meta = ModelMeta {
         format: super::network::MODEL_FORMAT,
         features: layout,
@@ -178,27 +226,78 @@ pub fn train(
         feature_high,
         target_mean,
         target_std,
-        hidden: hidden.clone(),
+        hidden: vec![config.hidden, config.hidden],
         members,
         anchor_spacing: 1.0,
         egraphs: Vec::new(),
         oracle: String::new(),
+        relative: None,
         report: TrainReport::default(),
         checksum: String::new(),
     };
-    let (mu, sd) = (&meta.input_mean, &meta.input_scale);
-    let standardised = |idx: &[usize]| -> Result<(Tensor, Tensor)> {
-        let x: Vec<f32> =
-            idx.iter().flat_map(|&i| (0..f).map(move |j| ((rows[i][j] - mu[j]) / sd[j]) as f32)).collect();
-        let y: Vec<f32> = idx.iter().map(|&i| ((targets[i] - target_mean) / target_std) as f32).collect();
-        Ok((Tensor::from_vec(x, (idx.len(), f), device)?, Tensor::from_vec(y, idx.len(), device)?))
-    };
-    // Folds over the training rows; with too few rows every member fits
-    // all of them for a fixed number of epochs.
-    let mut shuffled = train_idx.clone();
-    shuffled.shuffle(&mut rng);
+    let fitted = fit_members(&split, &meta, None, config, &mut rng, device)?;
+    let anchor_rows = split.anchor_rows(&meta);
+    finish(&split, fitted, anchor_rows, meta, device)
+}
+
+/// Fine-tunes `init` on new `rows -> targets` (in `init`'s feature layout
+/// and target units): each member starts from its trained weights, keeps
+/// `init`'s normalisation, and keeps them unless fitting improves its
+/// validation fold. The feature range and the anchors grow to cover the
+/// new training rows; `init`'s anchors stay, so the trust region covers
+/// both what it was trained on and the new labels. With fewer than two
+/// training labels per member (too few for validation folds) the weights
+/// stay as they are.
+pub fn fine_tune(
+    init: &Ensemble,
+    rows: &[Vec<f64>],
+    targets: &[f64],
+    test: &[bool],
+    config: &TrainConfig,
+    seed: u64,
+    device: &Device,
+) -> Result<Ensemble> {
+    let split = Split::new(rows, targets, test, init.dim(), 0)?;
+    let mut meta = init.meta.clone();
+    for &i in &split.train_idx {
+        for (j, &x) in rows[i].iter().enumerate() {
+            meta.feature_low[j] = meta.feature_low[j].min(x);
+            meta.feature_high[j] = meta.feature_high[j].max(x);
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fitted = fit_members(&split, &meta, Some(init.members()), config, &mut rng, device)?;
+    let old: Vec<f32> = init.anchors().to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+    let mut anchor_rows: Vec<Vec<f64>> =
+        old.chunks(init.dim()).map(|r| r.iter().map(|&v| v as f64).collect()).collect();
+    anchor_rows.extend(split.anchor_rows(&meta));
+    finish(&split, fitted, anchor_rows, meta, device)
+}
+
+/// What fitting the members gave: their layers, out-of-fold predictions
+/// (oracle units, NaN where none) and the epochs run in all.
+struct Fitted {
+    members: Vec<Vec<Linear>>,
+    out_of_fold: Vec<f64>,
+    epochs: usize,
+}
+
+/// Fits every member on its folds (from `start`'s weights, or a seeded He
+/// initialisation); with too few rows every member fits all of them for a
+/// fixed number of epochs.
+fn fit_members(
+    split: &Split,
+    meta: &ModelMeta,
+    start: Option<&[Vec<Linear>]>,
+    config: &TrainConfig,
+    rng: &mut StdRng,
+    device: &Device,
+) -> Result<Fitted> {
+    let members = meta.members;
+    let mut shuffled = split.train_idx.clone();
+    shuffled.shuffle(rng);
     let use_folds = members > 1 && shuffled.len() >= 2 * members;
-    let mut out_of_fold = vec![f64::NAN; n];
+    let mut out_of_fold = vec![f64::NAN; split.rows.len()];
     let mut trained = Vec::with_capacity(members);
     let mut epochs_total = 0usize;
     for k in 0..members {
@@ -211,23 +310,36 @@ pub fn train(
         } else {
             (shuffled.clone(), Vec::new())
         };
-        let (x_fit, y_fit) = standardised(&fit_idx)?;
-        let val = if val_idx.is_empty() { None } else { Some(standardised(&val_idx)?) };
-        let (layers, epochs) = fit_member(&x_fit, &y_fit, val.as_ref(), &hidden, config, &mut rng)?;
+        let (x_fit, y_fit) = split.standardised(&fit_idx, meta, device)?;
+        let val = if val_idx.is_empty() { None } else { Some(split.standardised(&val_idx, meta, device)?) };
+        let init = start.map(|s| &s[k]);
+        let (layers, epochs) = fit_member(&x_fit, &y_fit, val.as_ref(), &meta.hidden, init, config, rng)?;
         epochs_total += epochs;
         if let Some((x_val, _)) = &val {
             let p: Vec<f32> = forward(&layers, x_val)?.to_vec1()?;
             for (&i, &y) in val_idx.iter().zip(&p) {
-                out_of_fold[i] = y as f64 * target_std + target_mean;
+                out_of_fold[i] = y as f64 * meta.target_std + meta.target_mean;
             }
         }
         trained.push(layers);
     }
-    // Anchors: the standardised training rows, and their typical spacing.
+    Ok(Fitted { members: trained, out_of_fold, epochs: epochs_total })
+}
+
+/// The ensemble from fitted members and anchor rows (standardised), with
+/// the anchors' typical spacing and the honest metrics of `split`.
+fn finish(
+    split: &Split,
+    fitted: Fitted,
+    mut anchor_rows: Vec<Vec<f64>>,
+    mut meta: ModelMeta,
+    device: &Device,
+) -> Result<Ensemble> {
+    let f = meta.input_mean.len();
+    let members = meta.members;
+    let (rows, targets) = (split.rows, split.targets);
     // Distinct rows only: the distance's gradient goes to every nearest
     // anchor, so a duplicated row would count twice.
-    let mut anchor_rows: Vec<Vec<f64>> =
-        train_idx.iter().map(|&i| (0..f).map(|j| (rows[i][j] - mu[j]) / sd[j]).collect()).collect();
     anchor_rows.sort_by(|a, b| {
         a.iter().zip(b).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
     });
@@ -252,9 +364,8 @@ pub fn train(
         (anchor_rows.len(), f),
         device,
     )?;
-    let mut meta = meta;
     meta.anchor_spacing = spacing;
-    let mut model = Ensemble::new(trained, anchors, meta)?;
+    let mut model = Ensemble::new(fitted.members, anchors, meta)?;
     // Honest metrics: the test split, and out-of-fold on the training rows.
     let predict = |idx: &[usize]| -> Result<(Vec<f64>, Vec<f64>)> {
         if idx.is_empty() {
@@ -264,8 +375,8 @@ pub fn train(
         let p = model.predict(&Tensor::from_vec(x, (idx.len(), f), device)?)?;
         Ok((p.mean.to_dtype(DType::F64)?.to_vec1()?, p.std.to_dtype(DType::F64)?.to_vec1()?))
     };
-    let (mean, std) = predict(&test_idx)?;
-    let truth: Vec<f64> = test_idx.iter().map(|&i| targets[i]).collect();
+    let (mean, std) = predict(&split.test_idx)?;
+    let truth: Vec<f64> = split.test_idx.iter().map(|&i| targets[i]).collect();
     let mae = if truth.is_empty() {
         f64::NAN
     } else {
@@ -277,23 +388,28 @@ pub fn train(
         truth.iter().zip(mean.iter().zip(&std)).filter(|(t, (p, s))| (*t - *p).abs() <= 2.0 * *s).count() as f64
             / truth.len() as f64
     };
-    let oof: Vec<(f64, f64)> =
-        train_idx.iter().filter(|&&i| out_of_fold[i].is_finite()).map(|&i| (targets[i], out_of_fold[i])).collect();
+    let oof: Vec<(f64, f64)> = split
+        .train_idx
+        .iter()
+        .filter(|&&i| fitted.out_of_fold[i].is_finite())
+        .map(|&i| (targets[i], fitted.out_of_fold[i]))
+        .collect();
     let (oof_t, oof_p): (Vec<f64>, Vec<f64>) = oof.into_iter().unzip();
     model.meta.report = TrainReport {
-        train: train_idx.len(),
-        test: test_idx.len(),
+        train: split.train_idx.len(),
+        test: split.test_idx.len(),
         test_mae: mae,
         test_spearman: spearman(&truth, &mean),
         test_coverage: coverage,
         validation_spearman: spearman(&oof_t, &oof_p),
-        epochs: epochs_total as f64 / members as f64,
+        epochs: fitted.epochs as f64 / members as f64,
     };
     Ok(model)
 }
 
-/// Fits one member from a seeded He initialisation; with `val`, keeps the
-/// weights of the epoch with the least validation error and stops after
+/// Fits one member, from `init`'s weights or a seeded He initialisation;
+/// with `val`, keeps the weights of the epoch with the least validation
+/// error (the starting weights count when fine-tuning) and stops after
 /// `patience` epochs without a better one. Returns the layers and the
 /// epochs run.
 fn fit_member(
@@ -301,20 +417,34 @@ fn fit_member(
     y: &Tensor,
     val: Option<&(Tensor, Tensor)>,
     hidden: &[usize],
+    init: Option<&Vec<Linear>>,
     config: &TrainConfig,
     rng: &mut StdRng,
 ) -> Result<(Vec<Linear>, usize)> {
     let device = x.device();
-    let mut dims = vec![x.dim(1)?];
-    dims.extend(hidden);
-    dims.push(1);
     let mut vars = Vec::new();
-    for w in dims.windows(2) {
-        let (fan_in, fan_out) = (w[0], w[1]);
-        let sd = (2.0 / fan_in as f64).sqrt();
-        let data: Vec<f32> = (0..fan_in * fan_out).map(|_| (normal(rng) * sd) as f32).collect();
-        vars.push(Var::from_vec(data, (fan_out, fan_in), device)?);
-        vars.push(Var::from_vec(vec![0f32; fan_out], fan_out, device)?);
+    if let (Some(layers), None) = (init, val) {
+        // Too few labels for a validation fold: nothing would tell fitting
+        // from forgetting, so the trained weights stay.
+        return Ok((layers.clone(), 0));
+    }
+    if let Some(layers) = init {
+        for layer in layers {
+            vars.push(Var::from_tensor(&layer.weight().to_device(device)?.to_dtype(DType::F32)?)?);
+            let bias = layer.bias().context("a layer without a bias")?;
+            vars.push(Var::from_tensor(&bias.to_device(device)?.to_dtype(DType::F32)?)?);
+        }
+    } else {
+        let mut dims = vec![x.dim(1)?];
+        dims.extend(hidden);
+        dims.push(1);
+        for w in dims.windows(2) {
+            let (fan_in, fan_out) = (w[0], w[1]);
+            let sd = (2.0 / fan_in as f64).sqrt();
+            let data: Vec<f32> = (0..fan_in * fan_out).map(|_| (normal(rng) * sd) as f32).collect();
+            vars.push(Var::from_vec(data, (fan_out, fan_in), device)?);
+            vars.push(Var::from_vec(vec![0f32; fan_out], fan_out, device)?);
+        }
     }
     let layers_of = |ts: &[Tensor]| -> Vec<Linear> {
         ts.chunks(2).map(|p| Linear::new(p[0].clone(), Some(p[1].clone()))).collect()
@@ -327,17 +457,23 @@ fn fit_member(
     )?;
     let epochs_cap = if val.is_some() { config.epochs } else { config.epochs.min(4 * config.patience.max(1)) };
     let snapshot = || vars.iter().map(|v| v.as_tensor().copy()).collect::<candle_core::Result<Vec<_>>>();
+    let val_loss = |(xv, yv): &(Tensor, Tensor)| -> Result<f64> {
+        Ok((forward(&live_layers, xv)? - yv)?.sqr()?.mean_all()?.to_scalar::<f32>()? as f64)
+    };
     let mut best = (f64::INFINITY, snapshot()?);
+    if let (Some(v), Some(_)) = (val, init) {
+        best.0 = val_loss(v)?;
+    }
     let mut since_best = 0;
     let mut epochs = 0;
     for epoch in 0..epochs_cap {
         epochs = epoch + 1;
         let loss = (forward(&live_layers, x)? - y)?.sqr()?.mean_all()?;
         opt.backward_step(&loss)?;
-        let Some((xv, yv)) = val else { continue };
-        let val_loss = (forward(&live_layers, xv)? - yv)?.sqr()?.mean_all()?.to_scalar::<f32>()? as f64;
-        if val_loss < best.0 - 1e-9 {
-            best = (val_loss, snapshot()?);
+        let Some(v) = val else { continue };
+        let loss = val_loss(v)?;
+        if loss < best.0 - 1e-9 {
+            best = (loss, snapshot()?);
             since_best = 0;
         } else {
             since_best += 1;

@@ -1,0 +1,181 @@
+//! Where an extraction stands relative to its design, so that one model
+//! can learn from several designs and apply to new ones.
+//!
+//! Designs differ in size by orders of magnitude, and their real costs with
+//! them, so a model fitted on raw feature counts of some designs has never
+//! seen the counts of another. A *relative* model reads instead
+//!
+//! `(features(e) - features(r)) / nodes(r)` and predicts `(cost(e) - cost(r)) / cost(r)`,
+//!
+//! where `r` is the design's dag-greedy extraction (computed without an
+//! oracle call) and `nodes(r)` its chosen node count: what a change of
+//! operator mix, per node of the design, does to the real cost, in
+//! proportion. Design-wide effects (size, how well the synthesis tool
+//! does on the design as a whole) cancel in the difference.
+//!
+//! Bound to one design ([`Reference::absolute`]), a relative model becomes
+//! an ordinary model in that design's units, so the conservative objective,
+//! its trust region and SmoothE use it unchanged. `cost(r)` is the label of
+//! the dag-greedy extraction for a design the model was trained on; for a
+//! new design it is estimated from the training designs' cost per node,
+//! which shifts and scales the predictions but not their order, so it does
+//! not change which extraction SmoothE finds.
+
+use super::active::Labelled;
+use super::features::Featurizer;
+use super::network::Ensemble;
+use crate::extract::{DagGreedy, Extractor};
+use crate::extraction::Extraction;
+use crate::preprocess::Reduced;
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+/// The real cost of one training design's dag-greedy extraction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceCost {
+    /// Fingerprint of the (original) e-graph.
+    pub egraph: String,
+    /// Real cost of its dag-greedy extraction.
+    pub cost: f64,
+    /// Chosen nodes of that extraction.
+    pub nodes: f64,
+}
+
+/// What a relative model stores about its training designs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelativeFrame {
+    /// One entry per training design.
+    pub references: Vec<ReferenceCost>,
+}
+
+/// How the cost of a design's reference extraction was found.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceEstimate {
+    /// The cost used.
+    pub cost: f64,
+    /// Whether it is a label (a training design) rather than an estimate.
+    pub measured: bool,
+    /// Relative spread (standard deviation over mean) of the training
+    /// designs' cost per node: how far off an estimate may be (0 when
+    /// measured).
+    pub spread: f64,
+}
+
+impl RelativeFrame {
+    /// Records (or updates) a training design's reference cost.
+    pub fn record(&mut self, egraph: &str, cost: f64, nodes: f64) {
+        self.references.retain(|r| r.egraph != egraph);
+        self.references.push(ReferenceCost { egraph: egraph.to_string(), cost, nodes });
+    }
+
+    /// The reference cost of the design with fingerprint `egraph` whose
+    /// reference has `nodes` chosen nodes: its label when it is a training
+    /// design, else `nodes` times the training designs' mean cost per node.
+    pub fn cost_for(&self, egraph: &str, nodes: f64) -> Result<ReferenceEstimate> {
+        if let Some(r) = self.references.iter().find(|r| r.egraph == egraph) {
+            return Ok(ReferenceEstimate { cost: r.cost, measured: true, spread: 0.0 });
+        }
+        let per_node: Vec<f64> = self.references.iter().map(|r| r.cost / r.nodes).collect();
+        if per_node.is_empty() {
+            bail!("the relative model lists no training design");
+        }
+        let mean = per_node.iter().sum::<f64>() / per_node.len() as f64;
+        let var = per_node.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / per_node.len() as f64;
+        Ok(ReferenceEstimate { cost: mean * nodes, measured: false, spread: var.sqrt() / mean })
+    }
+}
+
+/// A design's labels in relative terms, ready for [`super::train::train`].
+#[derive(Debug, Clone, Default)]
+pub struct RelativeData {
+    /// Relative feature rows.
+    pub rows: Vec<Vec<f64>>,
+    /// Relative targets.
+    pub targets: Vec<f64>,
+    /// Test-split flags.
+    pub test: Vec<bool>,
+}
+
+/// A design's reference extraction, as features.
+pub struct Reference {
+    /// The dag-greedy extraction of the preprocessed graph.
+    pub extraction: Extraction,
+    /// Its features.
+    pub features: Vec<f64>,
+    /// Its chosen (original) node count: the sum of the `count:` features.
+    pub nodes: f64,
+}
+
+impl Reference {
+    /// The reference of `problem` in `featurizer`'s layout.
+    pub fn of(problem: &Reduced, featurizer: &Featurizer) -> Result<Reference> {
+        let extraction = DagGreedy.extract(problem)?;
+        let features = featurizer.of_extraction(&extraction)?;
+        let nodes: f64 = featurizer
+            .layout
+            .names
+            .iter()
+            .zip(&features)
+            .filter(|(n, _)| n.starts_with("count:"))
+            .map(|(_, v)| v)
+            .sum();
+        if nodes <= 0.0 {
+            bail!("the dag-greedy extraction chooses no node");
+        }
+        Ok(Reference { extraction, features, nodes })
+    }
+
+    /// The relative features of an extraction's features.
+    pub fn relative_row(&self, row: &[f64]) -> Vec<f64> {
+        row.iter().zip(&self.features).map(|(x, r)| (x - r) / self.nodes).collect()
+    }
+
+    /// The relative target of a real cost, given the reference's cost.
+    pub fn relative_target(cost: f64, reference_cost: f64) -> f64 {
+        (cost - reference_cost) / reference_cost
+    }
+
+    /// Relative rows, targets and test flags of a design's labelled
+    /// extractions, given the real cost of this reference.
+    pub fn relative_data(
+        &self,
+        featurizer: &Featurizer,
+        data: &[Labelled],
+        reference_cost: f64,
+    ) -> Result<RelativeData> {
+        if !(reference_cost.is_finite() && reference_cost > 0.0) {
+            bail!(
+                "the dag-greedy extraction measured {reference_cost}; a model that transfers between designs \
+                 measures costs relative to it, so it must be positive"
+            );
+        }
+        let mut rows = Vec::with_capacity(data.len());
+        for l in data {
+            rows.push(self.relative_row(&featurizer.of_extraction(&l.extraction)?));
+        }
+        let targets = data.iter().map(|l| Self::relative_target(l.cost, reference_cost)).collect();
+        Ok(RelativeData { rows, targets, test: data.iter().map(|l| l.test).collect() })
+    }
+
+    /// `model` (relative) as an ordinary model of this design, whose
+    /// reference costs `reference_cost`: the relative transform folds into
+    /// its normalisation and feature range; the anchors, kept standardised,
+    /// need no change.
+    pub fn absolute(&self, model: &Ensemble, reference_cost: f64) -> Result<Ensemble> {
+        if !(reference_cost.is_finite() && reference_cost > 0.0) {
+            bail!("a relative model needs a positive reference cost, got {reference_cost}");
+        }
+        let mut meta = model.meta.clone();
+        let (r, s) = (&self.features, self.nodes);
+        for (j, &rj) in r.iter().enumerate() {
+            meta.input_mean[j] = rj + s * meta.input_mean[j];
+            meta.input_scale[j] *= s;
+            meta.feature_low[j] = rj + s * meta.feature_low[j];
+            meta.feature_high[j] = rj + s * meta.feature_high[j];
+        }
+        meta.target_mean = reference_cost * (1.0 + meta.target_mean);
+        meta.target_std *= reference_cost;
+        meta.relative = None;
+        Ensemble::new(model.members().to_vec(), model.anchors().clone(), meta)
+    }
+}
