@@ -5,6 +5,27 @@ use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 
+/// A setting chosen by name from a fixed set (kebab-case or lowercase, as
+/// the TOML files spell it), so a command line can offer and check the
+/// same names without the library knowing about command lines.
+///
+/// ```
+/// use smoothe::config::Choice;
+/// use smoothe::relax::Combine;
+/// assert_eq!(Combine::parse("hybrid"), Ok(Combine::Hybrid));
+/// assert!(Combine::parse("average").unwrap_err().contains("independent, correlated"));
+/// ```
+pub trait Choice: DeserializeOwned + Clone + Send + Sync + 'static {
+    /// Every accepted name.
+    const NAMES: &'static [&'static str];
+
+    /// The setting called `name`; the error lists the accepted names.
+    fn parse(name: &str) -> std::result::Result<Self, String> {
+        Self::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name))
+            .map_err(|_| format!("unknown value {name:?}; expected one of {}", Self::NAMES.join(", ")))
+    }
+}
+
 /// Reads table `section` of the TOML file at `path` into `T`; a missing
 /// table gives `T::default()`. Unknown fields are errors, so typos do not
 /// pass silently.

@@ -28,6 +28,7 @@ pub mod extraction;
 pub mod learn;
 pub mod load;
 pub mod preprocess;
+pub mod progress;
 pub mod relax;
 pub mod report;
 pub mod scc;

@@ -95,18 +95,23 @@ struct RawGraph {
     root_eclasses: Option<Vec<RawId>>,
 }
 
-/// Reads and indexes the e-graph in `path`; errors name the file.
+/// Reads and indexes the e-graph in `path`; errors name the file, and
+/// warnings (such as inferred roots) go to the `log` facade, naming it.
 pub fn load_file(path: &Path) -> Result<EGraph> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    parse_str(&text).with_context(|| format!("{}", path.display()))
+    let (graph, warnings) = parse_with_warnings(&text).with_context(|| format!("{}", path.display()))?;
+    for w in warnings {
+        log::warn!("{}: {w}", path.display());
+    }
+    Ok(graph)
 }
 
 /// Parses egraph-serialize JSON text. Warnings (such as inferred roots) go
-/// to stderr.
+/// to the `log` facade.
 pub fn parse_str(text: &str) -> Result<EGraph> {
     let (graph, warnings) = parse_with_warnings(text)?;
     for w in warnings {
-        eprintln!("warning: {w}");
+        log::warn!("{w}");
     }
     Ok(graph)
 }

@@ -2,15 +2,19 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use smoothe::config::Choice;
 use smoothe::egraph::EGraph;
 use smoothe::extract::{self, ExtractOptions, OptimizerKind, Parameterisation, SmoothEConfig};
 use smoothe::extraction::Extraction;
 use smoothe::learn::network::Ensemble;
 use smoothe::learn::objective::LearnedCost;
+use smoothe::progress::{quiet, Observer, Progress};
 use smoothe::relax::Combine;
 use smoothe::{load, preprocess, report};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -104,11 +108,11 @@ enum Command {
         #[arg(long)]
         explore: Option<usize>,
         /// Features of the model.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = choice::<smoothe::learn::features::FeatureKind>())]
         features: Option<smoothe::learn::features::FeatureKind>,
         /// How the model ranks screened candidates for labelling (random:
         /// ignore the model, an ablation).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = choice::<smoothe::learn::active::Acquisition>())]
         acquisition: Option<smoothe::learn::active::Acquisition>,
         /// SmoothE steps per optimisation run.
         #[arg(long)]
@@ -263,10 +267,10 @@ struct SmoothEArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Propagation rule.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = choice::<Combine>())]
     combine: Option<Combine>,
     /// Optimiser.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = choice::<OptimizerKind>())]
     optimizer: Option<OptimizerKind>,
     /// Learning rate.
     #[arg(long)]
@@ -287,7 +291,7 @@ struct SmoothEArgs {
     #[arg(long)]
     batch: Option<usize>,
     /// Score parameterisation.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = choice::<Parameterisation>())]
     parameterisation: Option<Parameterisation>,
     /// Embedding width (embedding parameterisation).
     #[arg(long)]
@@ -391,6 +395,10 @@ fn stop_oracles_on_interrupt() {
 fn main() -> ExitCode {
     smoothe::device::tune_allocator();
     stop_oracles_on_interrupt();
+    static LOGGER: StderrLog = StderrLog;
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let cli = Cli::parse();
     let result = run(cli);
     if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
@@ -431,6 +439,67 @@ fn print_rounds(rounds: &[smoothe::learn::active::RoundSummary]) {
     }
 }
 
+/// A clap parser offering a [`Choice`]'s names.
+fn choice<T: Choice>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(T::NAMES).map(|name| T::parse(&name).expect("a listed name parses"))
+}
+
+/// Prints the library's `log` warnings and errors on stderr.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            let level = if record.level() == log::Level::Error { "error" } else { "warning" };
+            eprintln!("{level}: {}", record.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// Progress bars on stderr when `show` and stderr is a terminal; nothing
+/// otherwise.
+fn bars(show: bool) -> Observer {
+    if show && std::io::stderr().is_terminal() {
+        Arc::new(Bars(Mutex::new(None)))
+    } else {
+        quiet()
+    }
+}
+
+/// Draws the library's progress as one indicatif bar at a time.
+struct Bars(Mutex<Option<indicatif::ProgressBar>>);
+
+impl Progress for Bars {
+    fn begin(&self, what: &str, total: u64) {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(&format!(
+                "{{elapsed_precise}} [{{bar:30}}] {what} {{pos}}/{{len}} {{msg}}"
+            ))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        if let Some(old) = self.0.lock().expect("bar lock").replace(bar) {
+            old.finish_and_clear();
+        }
+    }
+    fn advance(&self, done: u64, status: &str) {
+        if let Some(bar) = &*self.0.lock().expect("bar lock") {
+            bar.set_position(done);
+            bar.set_message(status.to_string());
+        }
+    }
+    fn end(&self) {
+        if let Some(bar) = self.0.lock().expect("bar lock").take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// Stops the oracle calls in flight and exits with 130.
 fn interrupted_exit() -> ! {
     let stopped = smoothe::learn::oracle::terminate_all();
@@ -456,7 +525,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             run.init_threads()?;
             let options =
-                ExtractOptions { seed, smoothe: smoothe.resolve()?, device: run.device()?, progress: !run.quiet };
+                ExtractOptions { seed, smoothe: smoothe.resolve()?, device: run.device()?, progress: bars(!run.quiet) };
             let method = method.unwrap_or_else(|| {
                 if model.is_some() || quadratic.is_some() { "smoothe" } else { "dag-greedy" }.to_string()
             });
@@ -627,7 +696,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut log = open_log(&labels)?;
             let labelers: Vec<_> =
                 graphs.iter().zip(&egraphs).map(|(g, p)| labeler(&oracle, p, g, jobs, retries, !run.quiet)).collect();
-            let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device: device.clone(), progress: false };
+            let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device: device.clone(), progress: quiet() };
             let designs: Vec<Design> = egraphs
                 .iter()
                 .zip(&graphs)
@@ -717,7 +786,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 steps: smoothe::learn::active::TrainCostConfig::default().smoothe_steps,
                 ..extract::SmoothEConfig::default()
             };
-            let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device, progress: false };
+            let optimiser = extract::SmoothE { config: smoothe_cfg, seed, device, progress: quiet() };
             let outcome = anneal(&problem, &labeler, &mut log, &config, &optimiser);
             let _ = std::fs::remove_dir_all(&labeler.work_dir);
             let outcome = outcome?;
@@ -820,7 +889,7 @@ fn labeler<'a>(
         graph,
         work_dir: std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id())),
         jobs,
-        progress,
+        progress: bars(progress),
         retries,
     }
 }

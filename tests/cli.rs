@@ -104,3 +104,22 @@ fn time_limits_that_are_not_numbers_of_seconds_are_errors_and_inf_means_none() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("time_limit must be") && !stderr.contains("panicked"), "{stderr}");
 }
+
+/// Every name a setting lists parses, and serialises back to itself, so
+/// the command line, the TOML files and the result files agree.
+#[test]
+fn every_listed_setting_name_parses_and_round_trips() {
+    use smoothe::config::Choice;
+    fn check<T: Choice + serde::Serialize>() {
+        for name in T::NAMES {
+            let value = T::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(serde_json::to_value(&value).unwrap(), serde_json::json!(name));
+        }
+        assert!(T::parse("no-such-name").is_err());
+    }
+    check::<smoothe::relax::Combine>();
+    check::<smoothe::extract::OptimizerKind>();
+    check::<smoothe::extract::Parameterisation>();
+    check::<smoothe::learn::features::FeatureKind>();
+    check::<smoothe::learn::active::Acquisition>();
+}

@@ -7,6 +7,7 @@ use super::{ExtractOptions, Extractor, SmoothE};
 use crate::cost::CostModel;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
+use crate::progress::quiet;
 use anyhow::{bail, Result};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -32,7 +33,7 @@ impl Extractor for SmoothEWith<'_> {
     fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
         let start = std::time::Instant::now();
         let mut linear = self.smoothe.clone();
-        linear.progress = false;
+        linear.progress = quiet();
         linear.config.time_limit = self.smoothe.config.time_limit / 3.0;
         linear.config.steps = self.smoothe.config.steps.div_ceil(3);
         let linear_start = linear.extract(problem)?;
@@ -94,7 +95,7 @@ pub fn with_model<'a>(
                 config: options.smoothe.clone(),
                 seed: options.seed,
                 device: options.device.clone(),
-                progress: options.progress,
+                progress: options.progress.clone(),
             },
             model,
         }),

@@ -22,6 +22,7 @@ pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
+use crate::progress::{quiet, Observer};
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 use std::time::Instant;
@@ -42,7 +43,7 @@ pub trait Extractor {
 }
 
 /// Options shared by the registry's constructors.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ExtractOptions {
     /// Seed for randomised extractors.
     pub seed: u64,
@@ -50,13 +51,18 @@ pub struct ExtractOptions {
     pub smoothe: SmoothEConfig,
     /// Device for tensor work.
     pub device: candle_core::Device,
-    /// Show progress bars (when stderr is a terminal).
-    pub progress: bool,
+    /// Where long extractors report progress.
+    pub progress: Observer,
 }
 
 impl Default for ExtractOptions {
     fn default() -> Self {
-        ExtractOptions { seed: 0, smoothe: SmoothEConfig::default(), device: candle_core::Device::Cpu, progress: false }
+        ExtractOptions {
+            seed: 0,
+            smoothe: SmoothEConfig::default(),
+            device: candle_core::Device::Cpu,
+            progress: quiet(),
+        }
     }
 }
 
@@ -73,7 +79,7 @@ pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor
             config: options.smoothe.clone(),
             seed: options.seed,
             device: options.device.clone(),
-            progress: options.progress,
+            progress: options.progress.clone(),
         }),
         other => bail!("unknown method {other:?}; expected one of {}", METHODS.join(", ")),
     })

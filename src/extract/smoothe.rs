@@ -16,6 +16,7 @@ use crate::cost::{CostModel, LinearCost};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
+use crate::progress::Observer;
 use crate::relax::op::RelaxOp;
 use crate::relax::{Combine, Iteration, Relaxation};
 use anyhow::{bail, Context, Result};
@@ -23,13 +24,11 @@ use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
 use candle_optimisers::adam::{Adam, ParamsAdam};
 use candle_optimisers::rmsprop::{ParamsRMSprop, RMSprop};
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,7 +37,7 @@ use std::time::Instant;
 const SEARCH_SHARE: f64 = 0.9;
 
 /// Which optimiser updates the parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OptimizerKind {
     /// Adam (candle-optimisers).
@@ -48,7 +47,7 @@ pub enum OptimizerKind {
 }
 
 /// How node scores are parameterised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Parameterisation {
     /// One free logit per node and seed.
@@ -151,6 +150,14 @@ impl SmoothEConfig {
     }
 }
 
+impl crate::config::Choice for OptimizerKind {
+    const NAMES: &'static [&'static str] = &["adam", "rmsprop"];
+}
+
+impl crate::config::Choice for Parameterisation {
+    const NAMES: &'static [&'static str] = &["logits", "embedding"];
+}
+
 /// The SmoothE extractor.
 #[derive(Clone)]
 pub struct SmoothE {
@@ -160,8 +167,8 @@ pub struct SmoothE {
     pub seed: u64,
     /// Where tensors live; the relaxation itself runs on the CPU.
     pub device: Device,
-    /// Show a progress bar (only when stderr is a terminal).
-    pub progress: bool,
+    /// Where progress goes (steps, best cost, time left).
+    pub progress: Observer,
 }
 
 /// A decoded candidate and its cost.
@@ -332,7 +339,7 @@ impl SmoothE {
             Iteration { tolerance: cfg.tolerance, max_sweeps: cfg.max_sweeps },
         ));
         let chunks = rayon::current_num_threads();
-        let bar = self.progress_bar(cfg);
+        self.progress.begin("step", cfg.steps as u64);
         let mut penalty_weight = cfg.penalty_weight;
         let mut last_improvement = 0;
         let mut steps_done = 0;
@@ -408,15 +415,12 @@ impl SmoothE {
                 }
             }
             let elapsed = start.elapsed().as_secs_f64();
-            if let Some(bar) = &bar {
-                bar.set_position(steps_done as u64);
-                let left = if time_limit > 0.0 {
-                    format!(", {:.0} s left", (time_limit - elapsed).max(0.0))
-                } else {
-                    String::new()
-                };
-                bar.set_message(format!("best {:.6}{left}", best.cost));
-            }
+            let left = if time_limit > 0.0 {
+                format!(", {:.0} s left", (time_limit - elapsed).max(0.0))
+            } else {
+                String::new()
+            };
+            self.progress.advance(steps_done as u64, &format!("best {:.6}{left}", best.cost));
             if step - last_improvement >= cfg.patience {
                 if restarts >= cfg.restarts {
                     break;
@@ -432,9 +436,7 @@ impl SmoothE {
                 break;
             }
         }
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
+        self.progress.end();
         // Polish the best decoded extraction with single-class switches and
         // sharing moves, in the time left.
         polish(&mut best, &mut trajectory, &mut seconds_to_best);
@@ -513,18 +515,6 @@ impl SmoothE {
             )?),
         };
         Ok((params, opt))
-    }
-
-    fn progress_bar(&self, cfg: &SmoothEConfig) -> Option<ProgressBar> {
-        if !self.progress || !std::io::stderr().is_terminal() {
-            return None;
-        }
-        let bar = ProgressBar::new(cfg.steps as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] step {pos}/{len} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        Some(bar)
     }
 }
 

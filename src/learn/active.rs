@@ -14,6 +14,7 @@ use crate::egraph::EGraph;
 use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
+use crate::progress::quiet;
 use anyhow::{bail, Result};
 use candle_core::Device;
 use rand::rngs::StdRng;
@@ -28,7 +29,7 @@ const PARENTS: usize = 8;
 const RADIUS_BOUNDS: (usize, usize) = (1, 64);
 
 /// How the model picks what to label from the screened candidates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Acquisition {
     /// Lowest `mean - beta * std` (plus the trust-region charge).
@@ -41,6 +42,10 @@ pub enum Acquisition {
     /// Uniformly at random, ignoring the model (an ablation: the loop's
     /// own candidate pool without a model).
     Random,
+}
+
+impl crate::config::Choice for Acquisition {
+    const NAMES: &'static [&'static str] = &["lcb", "ei", "mean", "random"];
 }
 
 /// Settings of the learned-cost loop; `configs/train-cost.toml` holds the
@@ -212,7 +217,7 @@ pub fn train_cost(
     let mut budget = config.budget.saturating_sub(calls(log));
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
     let run_smoothe = |seed: u64| -> SmoothE {
-        let mut s = SmoothE { config: smoothe.config.clone(), seed, device: smoothe.device.clone(), progress: false };
+        let mut s = SmoothE { config: smoothe.config.clone(), seed, device: smoothe.device.clone(), progress: quiet() };
         s.config.steps = config.smoothe_steps;
         s.config.time_limit = config.smoothe_time_limit;
         s

@@ -28,7 +28,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 /// Which features a model reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FeatureKind {
     /// Per operator, the count of chosen nodes and the sum of their costs,
@@ -37,6 +37,10 @@ pub enum FeatureKind {
     /// `op-counts` plus, per (parent operator, child operator) pair, the
     /// number of chosen edges between them.
     Structure,
+}
+
+impl crate::config::Choice for FeatureKind {
+    const NAMES: &'static [&'static str] = &["op-counts", "structure"];
 }
 
 /// The feature layout of a model, saved with it.

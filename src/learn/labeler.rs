@@ -7,9 +7,8 @@ use super::oracle::{Oracle, Verdict};
 use super::{extraction_key, oracle_file};
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
+use crate::progress::Observer;
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -40,8 +39,8 @@ pub struct Labeler<'a> {
     pub work_dir: PathBuf,
     /// Oracle calls in parallel.
     pub jobs: usize,
-    /// Show a progress bar (when stderr is a terminal).
-    pub progress: bool,
+    /// Where progress goes (labels done, failures, best cost).
+    pub progress: Observer,
     /// How many more times an extraction whose label failed is sent to the
     /// oracle when asked for again (each attempt counts towards budgets;
     /// every failure stays in the log with its stderr tail).
@@ -86,14 +85,10 @@ impl Labeler<'_> {
         }
         std::fs::create_dir_all(&self.work_dir)
             .with_context(|| format!("cannot create {}", self.work_dir.display()))?;
-        let bar = (self.progress && std::io::stderr().is_terminal() && !todo.is_empty()).then(|| {
-            let bar = ProgressBar::new(todo.len() as u64);
-            bar.set_style(
-                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] labels {pos}/{len} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            bar
-        });
+        if !todo.is_empty() {
+            self.progress.begin("labels", todo.len() as u64);
+        }
+        let done = AtomicUsize::new(0);
         let next = AtomicUsize::new(0);
         let shared = Mutex::new((log, &mut costs, &mut stats, f64::INFINITY));
         let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
@@ -118,10 +113,8 @@ impl Labeler<'_> {
                                 }
                                 None => stats.failed += 1,
                             }
-                            if let Some(bar) = &bar {
-                                bar.inc(1);
-                                bar.set_message(format!("failed {}, best {:.6}", stats.failed, best));
-                            }
+                            let n = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+                            self.progress.advance(n, &format!("failed {}, best {:.6}", stats.failed, best));
                         }
                         Err(e) => {
                             first_error.lock().expect("error lock").get_or_insert(e);
@@ -131,8 +124,8 @@ impl Labeler<'_> {
                 });
             }
         });
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
+        if !todo.is_empty() {
+            self.progress.end();
         }
         if let Some(e) = first_error.into_inner().expect("error lock") {
             return Err(e);
