@@ -25,6 +25,8 @@ pub mod egraph;
 pub mod export;
 pub mod extract;
 pub mod extraction;
+pub mod files;
+pub mod jobs;
 pub mod learn;
 pub mod load;
 pub mod preprocess;

@@ -261,7 +261,7 @@ fn train_cost_args<'a>(oracle: &'a str, out: &'a str, budget: &'a str) -> Vec<&'
         "6",
         "--explore",
         "3",
-        "--smoothe-steps",
+        "--steps",
         "120",
         "--jobs",
         "2",
@@ -494,10 +494,12 @@ fn abc_oracle_measures_a_shipped_circuit() {
 
 #[test]
 fn shipped_train_cost_config_matches_the_defaults() {
-    use smoothe::learn::active::TrainCostConfig;
+    use smoothe::jobs::TrainCostJob;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/train-cost.toml");
-    let cfg: TrainCostConfig = smoothe::config::load_section(&path, "train-cost").unwrap();
-    assert_eq!(cfg, TrainCostConfig::default());
+    assert_eq!(TrainCostJob::load(&path).unwrap(), TrainCostJob::default());
+    // A partial [smoothe] table is read over the loop's defaults.
+    let job = TrainCostJob::from_toml("[smoothe]\nlearning_rate = 0.05").unwrap();
+    assert_eq!((job.smoothe.steps, job.smoothe.time_limit, job.smoothe.learning_rate), (600, 0.0, 0.05));
 }
 
 #[test]
@@ -744,7 +746,7 @@ fn interrupting_train_cost_stops_its_oracle_calls() {
     let graph = repo("datasets/esyn/mul3.json");
     let out = dir.join("m.safetensors");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe"))
-        .args(["train-cost", "--oracle", oracle.to_str().unwrap(), "--jobs", "2", "--smoothe-steps", "20", "-q"])
+        .args(["train-cost", "--oracle", oracle.to_str().unwrap(), "--jobs", "2", "--steps", "20", "-q"])
         .args(["--out", out.to_str().unwrap(), &graph])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -992,7 +994,7 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     let (oracle, calls) = counting_oracle(&dir, false);
     let oracle = oracle.to_str().unwrap().to_string();
     let (a, b, c) = (circuit(&dir, "a", 1, None), circuit(&dir, "b", 2, None), circuit(&dir, "c", 3, None));
-    let short = ["--initial", "14", "--rounds", "1", "--per-round", "6", "--smoothe-steps", "60", "-q"];
+    let short = ["--initial", "14", "--rounds", "1", "--per-round", "6", "--steps", "60", "-q"];
     let lib = dir.join("lib.safetensors");
     let lib = lib.to_str().unwrap();
     let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "20", "--out", lib];

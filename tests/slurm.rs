@@ -71,7 +71,7 @@ fn cluster_jobs_do_not_outlive_a_timeout_or_an_interrupt() {
         "2",
         "--retries",
         "0",
-        "--smoothe-steps",
+        "--steps",
         "20",
         "-q",
         "--out",
@@ -90,7 +90,7 @@ fn cluster_jobs_do_not_outlive_a_timeout_or_an_interrupt() {
     let oracle = slow_job_oracle(&dir, &name);
     let out = dir.join("m.safetensors");
     let mut child = Command::new(env!("CARGO_BIN_EXE_smoothe"))
-        .args(["train-cost", "--oracle", &oracle, "--jobs", "2", "--budget", "4", "--smoothe-steps", "20", "-q"])
+        .args(["train-cost", "--oracle", &oracle, "--jobs", "2", "--budget", "4", "--steps", "20", "-q"])
         .args(["--out", out.to_str().unwrap(), &graph])
         .spawn()
         .unwrap();

@@ -11,7 +11,7 @@ use super::reference::Reference;
 use super::sample::{crossover, nudge, perturb};
 use super::train::{fine_tune, in_test_split, train, TrainConfig, TrainReport};
 use crate::egraph::EGraph;
-use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE};
+use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE, SmoothEConfig};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
@@ -89,10 +89,6 @@ pub struct TrainCostConfig {
     pub conservatism: Conservatism,
     /// Weight of the linear cost added to the model as SmoothE's objective.
     pub linear_weight: f64,
-    /// SmoothE steps per optimisation run (deterministic for a seed).
-    pub smoothe_steps: usize,
-    /// SmoothE wall-clock limit per run in seconds (0: none).
-    pub smoothe_time_limit: f64,
     /// Model training settings.
     pub train: TrainConfig,
 }
@@ -113,11 +109,15 @@ impl Default for TrainCostConfig {
             features: FeatureKind::Structure,
             conservatism: Conservatism::default(),
             linear_weight: 0.0,
-            smoothe_steps: 600,
-            smoothe_time_limit: 0.0,
             train: TrainConfig::default(),
         }
     }
+}
+
+/// SmoothE's settings inside the loop unless set otherwise: 600 steps and
+/// no wall-clock limit, so a run is the same for a seed on any machine.
+pub fn loop_smoothe() -> SmoothEConfig {
+    SmoothEConfig { steps: 600, time_limit: 0.0, ..SmoothEConfig::default() }
 }
 
 /// The model's own optimum in a round: what it predicted, what it measured.
@@ -178,7 +178,8 @@ pub struct Labelled {
 }
 
 /// Runs the loop. `smoothe` carries the device, seed and optimiser
-/// settings used for the linear and model-driven SmoothE runs.
+/// settings used for the linear and model-driven SmoothE runs (the loop's
+/// defaults are [`loop_smoothe`]).
 ///
 /// With `init` (a relative model, such as one trained on other designs,
 /// see [`super::reference`]), the loop adapts it instead of starting from
@@ -217,10 +218,7 @@ pub fn train_cost(
     let mut budget = config.budget.saturating_sub(calls(log));
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
     let run_smoothe = |seed: u64| -> SmoothE {
-        let mut s = SmoothE { config: smoothe.config.clone(), seed, device: smoothe.device.clone(), progress: quiet() };
-        s.config.steps = config.smoothe_steps;
-        s.config.time_limit = config.smoothe_time_limit;
-        s
+        SmoothE { config: smoothe.config.clone(), seed, device: smoothe.device.clone(), progress: quiet() }
     };
     // Baselines, labelled first.
     let greedy = Greedy.extract(problem)?;

@@ -3,6 +3,7 @@
 //! JSON object of metrics of which `metric` picks one) and exits 0.
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -149,6 +150,49 @@ pub enum Verdict {
     /// The oracle failed: non-zero exit, timeout, or no number; with the
     /// tail of its stderr (or stdout).
     Failed(String),
+}
+
+/// How to run an oracle, as data: the `[oracle]` table of a job file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OracleSettings {
+    /// The command, called as `COMMAND EGRAPH.json EXTRACTION.json`; a
+    /// command line such as `srun -N1 ./synth.sh` works too.
+    pub command: String,
+    /// When the oracle prints a JSON object, the metric to use.
+    pub metric: Option<String>,
+    /// Text that joins the oracle's identity (a tool version no file shows).
+    pub tag: Option<String>,
+    /// Oracle calls in parallel.
+    pub jobs: usize,
+    /// Seconds before a call is stopped and recorded as failed.
+    pub timeout: f64,
+    /// Times a failed label is tried again when asked for again.
+    pub retries: usize,
+}
+
+impl Default for OracleSettings {
+    fn default() -> Self {
+        OracleSettings { command: String::new(), metric: None, tag: None, jobs: 2, timeout: 600.0, retries: 1 }
+    }
+}
+
+impl OracleSettings {
+    /// The oracle; `outputs` (the label log, model and result files) never
+    /// count towards its identity.
+    pub fn oracle(&self, outputs: &[&Path]) -> Result<Oracle> {
+        if self.command.trim().is_empty() {
+            bail!("no oracle command (--oracle, or `command` in the [oracle] table)");
+        }
+        if !(self.timeout > 0.0 && self.timeout.is_finite() && self.timeout < 1e9) {
+            bail!("the oracle timeout must be a positive number of seconds, got {}", self.timeout);
+        }
+        let mut oracle = Oracle::new(self.command.clone(), Duration::from_secs_f64(self.timeout));
+        oracle.metric = self.metric.clone();
+        oracle.tag = self.tag.clone();
+        oracle.exclude = outputs.iter().map(|p| p.to_path_buf()).collect();
+        Ok(oracle)
+    }
 }
 
 impl Oracle {

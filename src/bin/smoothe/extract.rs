@@ -1,0 +1,98 @@
+//! `smoothe extract`.
+
+use crate::common::{init_threads, RunArgs, SmoothEArgs};
+use crate::terminal::{bars, write_json};
+use anyhow::Result;
+use smoothe::extract::{SmoothEConfig, METHODS};
+use smoothe::jobs::ExtractJob;
+use smoothe::learn::objective::Conservatism;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct ExtractArgs {
+    /// Extraction algorithm (default: smoothe with --model or
+    /// --quadratic, dag-greedy otherwise).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(METHODS))]
+    method: Option<String>,
+    /// Seed for randomised methods.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write the result here instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Optimise against this trained cost model (smoothe, or random best-of-N).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Optimise linear plus pairwise costs from this JSON file
+    /// ({"pairs": [[node_id, node_id, cost], ...]}).
+    #[arg(long, conflicts_with = "model")]
+    quadratic: Option<PathBuf>,
+    /// With --model: add this multiple of the linear (node-cost) objective.
+    #[arg(long, default_value_t = 0.0)]
+    linear_weight: f64,
+    /// With --model: weight of the ensemble's standard deviation in the
+    /// objective (mean + kappa * std).
+    #[arg(long, default_value_t = Conservatism::default().kappa)]
+    kappa: f64,
+    /// With --model: target standard deviations charged per range-width a
+    /// feature lies outside the labels the model was trained on (0: off).
+    #[arg(long, default_value_t = Conservatism::default().trust)]
+    trust: f64,
+    /// With --model and --method random: how many samples to judge.
+    #[arg(long, default_value_t = 1000)]
+    samples: usize,
+    /// TOML file whose [smoothe] table sets SmoothE's settings (the flags
+    /// below override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    smoothe: SmoothEArgs,
+    /// The e-graph (egraph-serialize JSON).
+    egraph: PathBuf,
+}
+
+pub fn run(a: ExtractArgs) -> Result<ExitCode> {
+    init_threads(a.run.threads.unwrap_or(0))?;
+    let mut smoothe: SmoothEConfig = match &a.config {
+        Some(p) => smoothe::config::load_section(p, "smoothe")?,
+        None => SmoothEConfig::default(),
+    };
+    a.smoothe.apply(&mut smoothe);
+    let job = ExtractJob {
+        method: a.method,
+        seed: a.seed,
+        model: a.model,
+        quadratic: a.quadratic,
+        conservatism: Conservatism { kappa: a.kappa, trust: a.trust, ..Default::default() },
+        linear_weight: a.linear_weight,
+        samples: a.samples,
+        smoothe,
+        device: a.run.device.unwrap_or_else(|| "cpu".into()),
+    };
+    let result = job.run(&a.egraph, bars(!a.run.quiet))?;
+    write_json(a.output.as_deref(), &result.json)?;
+    eprintln!("{}: dag cost {}, {} classes, {:.3} s", result.method, result.dag_cost, result.classes, result.seconds);
+    if let Some(p) = result.prediction {
+        eprintln!("model predicts {:.4} +- {:.4}", p.mean, p.std);
+        if let Some(r) = result.reference.filter(|r| !r.measured) {
+            eprintln!(
+                "note: the model was not trained on this design; its prediction is relative to the \
+                 dag-greedy extraction, whose cost is estimated at {:.4} (+-{:.0}%) from the training \
+                 designs, so the absolute figure is rough (the choice of extraction does not depend on it)",
+                r.cost,
+                100.0 * r.spread
+            );
+        }
+        if p.features_outside > 0 {
+            eprintln!(
+                "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
+                 (total overshoot {:.2} range-widths); the prediction is an extrapolation",
+                p.features_outside, p.outside
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,157 @@
+//! One `extract` run: load, preprocess, build the objective (the node
+//! costs, a learned model or pairwise costs), extract, check, and describe
+//! the result.
+
+use crate::cost::{CostModel, QuadraticCost};
+use crate::extract::{self, ExtractOptions, SmoothEConfig};
+use crate::learn::network::Ensemble;
+use crate::learn::objective::{Conservatism, LearnedCost, Prediction};
+use crate::learn::reference::ReferenceEstimate;
+use crate::progress::Observer;
+use crate::{load, preprocess};
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What to extract with.
+#[derive(Debug, Clone)]
+pub struct ExtractJob {
+    /// The method (default: `smoothe` with a model or pairwise costs,
+    /// `dag-greedy` otherwise).
+    pub method: Option<String>,
+    /// Seed of randomised methods.
+    pub seed: u64,
+    /// A learned cost model to optimise.
+    pub model: Option<PathBuf>,
+    /// Pairwise costs to optimise with the node costs.
+    pub quadratic: Option<PathBuf>,
+    /// How conservative a learned model's objective is.
+    pub conservatism: Conservatism,
+    /// Multiple of the node costs added to a learned model.
+    pub linear_weight: f64,
+    /// With a model and `random`: samples judged.
+    pub samples: usize,
+    /// SmoothE's settings.
+    pub smoothe: SmoothEConfig,
+    /// Device for tensor work (`cpu` or `cuda`).
+    pub device: String,
+}
+
+impl Default for ExtractJob {
+    fn default() -> Self {
+        ExtractJob {
+            method: None,
+            seed: 0,
+            model: None,
+            quadratic: None,
+            conservatism: Conservatism::default(),
+            linear_weight: 0.0,
+            samples: 1000,
+            smoothe: SmoothEConfig::default(),
+            device: "cpu".into(),
+        }
+    }
+}
+
+/// What an extraction gave.
+pub struct ExtractResult {
+    /// The method used.
+    pub method: String,
+    /// The result file's content: `choices`, costs, seconds, details.
+    pub json: Value,
+    /// DAG cost of the extraction (original graph).
+    pub dag_cost: f64,
+    /// Classes it chooses a node for.
+    pub classes: usize,
+    /// Seconds, preprocessing included.
+    pub seconds: f64,
+    /// With a learned model: its verdict on the extraction.
+    pub prediction: Option<Prediction>,
+    /// With a relative model: the reference cost it was scaled by.
+    pub reference: Option<ReferenceEstimate>,
+}
+
+impl ExtractJob {
+    /// Extracts from the e-graph at `egraph`; the result is checked, and an
+    /// invalid one is an error (a bug), never returned.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("smoothe-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join("tiny.json");
+    /// std::fs::write(&path, r#"{"nodes": {
+    ///     "x": {"op": "x", "children": [], "eclass": "a", "cost": 1.0},
+    ///     "f": {"op": "f", "children": ["x", "x"], "eclass": "r", "cost": 1.0}},
+    ///   "root_eclasses": ["r"]}"#).unwrap();
+    /// let job = smoothe::jobs::ExtractJob::default();
+    /// let result = job.run(&path, smoothe::progress::quiet()).unwrap();
+    /// assert_eq!((result.method.as_str(), result.dag_cost), ("dag-greedy", 2.0));
+    /// ```
+    pub fn run(&self, egraph: &Path, progress: Observer) -> Result<ExtractResult> {
+        let device = crate::device::parse(&self.device)?;
+        let options = ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress };
+        let method = self.method.clone().unwrap_or_else(|| {
+            if self.model.is_some() || self.quadratic.is_some() { "smoothe" } else { "dag-greedy" }.to_string()
+        });
+        let graph = load::load_file(egraph)?;
+        let start = Instant::now();
+        let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+        let learned = match &self.model {
+            Some(path) => {
+                let ensemble = Ensemble::load(path, &options.device)?;
+                let cost = LearnedCost::new(
+                    ensemble,
+                    &problem,
+                    &graph,
+                    self.conservatism,
+                    self.linear_weight,
+                    &options.device,
+                )
+                .with_context(|| format!("{}", path.display()))?;
+                Some(cost)
+            }
+            None => None,
+        };
+        let quadratic = match &self.quadratic {
+            Some(path) => Some(QuadraticCost::load(path, &problem, &graph, &options.device)?),
+            None => None,
+        };
+        let cost_model: Option<&dyn CostModel> = match (&learned, &quadratic) {
+            (Some(m), _) => Some(m),
+            (None, Some(q)) => Some(q),
+            (None, None) => None,
+        };
+        let extractor = match cost_model {
+            Some(m) => extract::with_model(&method, &options, m, self.samples)?,
+            None => extract::by_name(&method, &options)?,
+        };
+        let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let mut extra = outcome.details.clone();
+        extra.insert("seed".into(), json!(self.seed));
+        let mut prediction = None;
+        if let Some(m) = &learned {
+            let reduced = problem
+                .from_original(&outcome.extraction)
+                .context("the extraction does not map onto the preprocessed graph (a bug)")?;
+            let p = m.predict(std::slice::from_ref(&reduced))?[0];
+            extra.insert("prediction".into(), serde_json::to_value(p)?);
+            if let Some(r) = m.reference() {
+                extra.insert("reference".into(), serde_json::to_value(r)?);
+            }
+            prediction = Some(p);
+        }
+        let json = outcome.extraction.result_json(&graph, &method, seconds, Value::Object(extra))?;
+        let classes = json["choices"].as_object().map_or(0, |m| m.len());
+        Ok(ExtractResult {
+            method,
+            json,
+            dag_cost: outcome.dag_cost,
+            classes,
+            seconds,
+            prediction,
+            reference: learned.as_ref().and_then(|m| m.reference()),
+        })
+    }
+}

@@ -1,0 +1,11 @@
+//! Each command's logic as one library call on a plain settings struct:
+//! the `smoothe` CLI only parses flags into these and prints what they
+//! return, and a program embedding the library can do the same.
+
+mod extract;
+mod oracle_runs;
+mod train_cost;
+
+pub use extract::{ExtractJob, ExtractResult};
+pub use oracle_runs::{LabelJob, SearchJob};
+pub use train_cost::{OutputPaths, TrainCostJob, TrainCostResult};

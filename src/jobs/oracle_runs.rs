@@ -1,0 +1,139 @@
+//! Commands that call the oracle directly, without a model: `search`
+//! (simulated annealing, every step an oracle call) and `label` (measure
+//! given extractions through the label log).
+
+use crate::extract::SmoothE;
+use crate::extraction::Extraction;
+use crate::learn::active::loop_smoothe;
+use crate::learn::anneal::{anneal, AnnealConfig, SearchOutcome};
+use crate::learn::labeler::Labeler;
+use crate::learn::labels::LabelLog;
+use crate::learn::oracle::OracleSettings;
+use crate::progress::{quiet, Observer};
+use crate::{load, preprocess};
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// Opens a label log, warning (through `log`) when a torn last line was cut off.
+pub(super) fn open_log(path: &Path) -> Result<LabelLog> {
+    let log = LabelLog::open(path)?;
+    if log.repaired() {
+        log::warn!("{}: removed a last line cut short (no complete label was lost)", path.display());
+    }
+    Ok(log)
+}
+
+/// The per-process directory where oracle input files are written.
+pub(super) fn work_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id()))
+}
+
+/// `smoothe search`: annealing with the oracle in the loop.
+#[derive(Debug, Clone)]
+pub struct SearchJob {
+    /// The oracle.
+    pub oracle: OracleSettings,
+    /// The search's settings.
+    pub anneal: AnnealConfig,
+    /// The label log.
+    pub labels: PathBuf,
+    /// Other files the run writes (kept out of the oracle's identity).
+    pub outputs: Vec<PathBuf>,
+    /// Seed of the moves and acceptances.
+    pub seed: u64,
+    /// Device for the linear-SmoothE starting point.
+    pub device: String,
+}
+
+impl SearchJob {
+    /// Searches the e-graph at `egraph`; returns the outcome and its result
+    /// file (the best extraction with `real_cost`, `calls`, `trajectory`).
+    pub fn run(&self, egraph: &Path, progress: Observer) -> Result<(SearchOutcome, Value)> {
+        let device = crate::device::parse(&self.device)?;
+        let mut outputs: Vec<&Path> = vec![&self.labels];
+        outputs.extend(self.outputs.iter().map(|p| p.as_path()));
+        let oracle = self.oracle.oracle(&outputs)?;
+        let graph = load::load_file(egraph)?;
+        let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+        let mut log = open_log(&self.labels)?;
+        let labeler = Labeler {
+            oracle: &oracle,
+            egraph_path: egraph,
+            graph: &graph,
+            work_dir: work_dir(),
+            jobs: self.oracle.jobs,
+            progress,
+            retries: self.oracle.retries,
+        };
+        // The linear-SmoothE starting point as train-cost makes it.
+        let optimiser = SmoothE { config: loop_smoothe(), seed: self.seed, device, progress: quiet() };
+        let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, &optimiser);
+        let _ = std::fs::remove_dir_all(&labeler.work_dir);
+        let outcome = outcome?;
+        let extra = json!({ "real_cost": outcome.best_cost, "seed": self.seed, "calls": outcome.calls,
+                            "trajectory": outcome.trajectory });
+        let result = outcome.best.result_json(&graph, "search", 0.0, extra)?;
+        Ok((outcome, result))
+    }
+}
+
+/// `smoothe label`: measures extractions through the label log.
+#[derive(Debug, Clone)]
+pub struct LabelJob {
+    /// The oracle.
+    pub oracle: OracleSettings,
+    /// The label log.
+    pub labels: PathBuf,
+}
+
+impl LabelJob {
+    /// The default label log of `egraph`: the one `train-cost` writes by
+    /// default, `runs/<stem>/model.labels.jsonl`.
+    pub fn default_log(egraph: &Path) -> PathBuf {
+        let stem = egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
+        PathBuf::from("runs").join(stem).join("model.labels.jsonl")
+    }
+
+    /// Measures each extraction file (any file `smoothe check` accepts) of
+    /// the e-graph at `egraph`: its cost, or why it failed. Logged labels
+    /// are reused; an invalid extraction is an error.
+    pub fn run(&self, egraph: &Path, extractions: &[PathBuf]) -> Result<Vec<std::result::Result<f64, String>>> {
+        let graph = load::load_file(egraph)?;
+        let oracle = self.oracle.oracle(&[&self.labels])?;
+        let mut items = Vec::with_capacity(extractions.len());
+        for path in extractions {
+            let ex = Extraction::load_file(&graph, path)?;
+            if let Err(defect) = ex.check(&graph) {
+                bail!("{}: invalid extraction: {defect}", path.display());
+            }
+            items.push(ex.restricted_to_reachable(&graph)?);
+        }
+        let mut log = open_log(&self.labels)?;
+        let labeler = Labeler {
+            oracle: &oracle,
+            egraph_path: egraph,
+            graph: &graph,
+            work_dir: work_dir(),
+            jobs: self.oracle.jobs,
+            progress: quiet(),
+            retries: self.oracle.retries,
+        };
+        let mut budget = items.len();
+        let result = labeler.label(&mut log, &items, &mut budget);
+        let _ = std::fs::remove_dir_all(&labeler.work_dir);
+        let (costs, _) = result?;
+        let oracle_id = oracle.identity();
+        items
+            .iter()
+            .zip(costs)
+            .map(|(ex, cost)| match cost {
+                Some(c) => Ok(Ok(c)),
+                None => {
+                    let why = log.get(&labeler.key(ex, &oracle_id)?).and_then(|l| l.error.clone());
+                    Ok(Err(why.unwrap_or_else(|| "no label".into())))
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,258 @@
+//! One `train-cost` run as data: what to train on, with which oracle and
+//! settings, and where the results go. The same struct is read from TOML
+//! (`--config`), overridden by command-line flags, and written beside the
+//! results, so any run can be repeated from its own record.
+//!
+//! ```
+//! use smoothe::jobs::TrainCostJob;
+//! let job = TrainCostJob::from_toml(r#"
+//!     egraphs = ["design.json"]
+//!     seed = 3
+//!     [oracle]
+//!     command = "./synth.sh"
+//!     [train-cost]
+//!     budget = 50
+//! "#).unwrap();
+//! assert_eq!((job.seed, job.train_cost.budget, job.oracle.jobs), (3, 50, 2));
+//! // Written back, it reads the same.
+//! assert_eq!(TrainCostJob::from_toml(&job.to_toml().unwrap()).unwrap(), job);
+//! ```
+
+use crate::extract::{SmoothE, SmoothEConfig};
+use crate::files::write_json;
+use crate::learn::active::{loop_smoothe, train_cost, TrainCostConfig, TrainCostOutcome};
+use crate::learn::corpus::{train_corpus, Design};
+use crate::learn::labeler::Labeler;
+use crate::learn::network::Ensemble;
+use crate::learn::oracle::{Oracle, OracleSettings};
+use crate::progress::{quiet, Observer};
+use crate::{load, preprocess};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Everything that describes a `train-cost` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainCostJob {
+    /// The e-graphs: one gives a model of that design, several one model
+    /// over all of them that transfers to new designs.
+    pub egraphs: Vec<PathBuf>,
+    /// Where the model goes (default `runs/<name>/model.safetensors`); the
+    /// label log, rounds, best extractions and this job go beside it.
+    pub out: Option<PathBuf>,
+    /// Label log (default: beside the model, `.labels.jsonl`).
+    pub labels: Option<PathBuf>,
+    /// A corpus model to adapt instead of starting from nothing.
+    pub init_model: Option<PathBuf>,
+    /// Overwrite an existing model file that is not this job's.
+    pub force: bool,
+    /// Seed of sampling, training and optimisation.
+    pub seed: u64,
+    /// Worker threads (0: one per core); the caller sets up the pool.
+    pub threads: usize,
+    /// Device for tensor work (`cpu` or `cuda`).
+    pub device: String,
+    /// The oracle and how it is called.
+    pub oracle: OracleSettings,
+    /// The loop's settings.
+    #[serde(rename = "train-cost")]
+    pub train_cost: TrainCostConfig,
+    /// The optimiser's settings inside the loop: a `[smoothe]` table sets
+    /// fields over the loop's defaults ([`loop_smoothe`]: 600 steps, no
+    /// time limit), not over `extract`'s.
+    #[serde(deserialize_with = "over_loop_defaults")]
+    pub smoothe: SmoothEConfig,
+}
+
+impl Default for TrainCostJob {
+    fn default() -> Self {
+        TrainCostJob {
+            egraphs: Vec::new(),
+            out: None,
+            labels: None,
+            init_model: None,
+            force: false,
+            seed: 0,
+            threads: 0,
+            device: "cpu".into(),
+            oracle: OracleSettings::default(),
+            train_cost: TrainCostConfig::default(),
+            smoothe: loop_smoothe(),
+        }
+    }
+}
+
+/// A `[smoothe]` table read over [`loop_smoothe`].
+fn over_loop_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<SmoothEConfig, D::Error> {
+    use serde::de::Error;
+    let given = toml::Table::deserialize(d)?;
+    let mut table = toml::Table::try_from(loop_smoothe()).map_err(D::Error::custom)?;
+    table.extend(given);
+    table.try_into().map_err(D::Error::custom)
+}
+
+/// Where a job's results went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputPaths {
+    /// The model.
+    pub model: PathBuf,
+    /// The label log.
+    pub labels: PathBuf,
+    /// Per-round summaries.
+    pub rounds: PathBuf,
+    /// Best labelled extraction(s).
+    pub best: PathBuf,
+    /// This job, as run.
+    pub job: PathBuf,
+}
+
+/// What a job produced.
+pub struct TrainCostResult {
+    /// The model saved at `paths.model`.
+    pub model: Ensemble,
+    /// Per e-graph, in order: its loop's outcome.
+    pub designs: Vec<(PathBuf, TrainCostOutcome)>,
+    /// Where everything went.
+    pub paths: OutputPaths,
+}
+
+impl TrainCostJob {
+    /// A job from TOML text; missing fields keep their defaults, unknown
+    /// ones are errors.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        toml::from_str(text).context("invalid train-cost job")
+    }
+
+    /// A job from a TOML file (such as one written beside earlier results,
+    /// or `configs/train-cost.toml`).
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_toml(&text).with_context(|| format!("{}", path.display()))
+    }
+
+    /// The job as TOML.
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self).context("cannot write the job as TOML")
+    }
+
+    /// The output paths, defaults filled in.
+    pub fn paths(&self) -> Result<OutputPaths> {
+        let Some(first) = self.egraphs.first() else { bail!("no e-graph to train on") };
+        let stem = |p: &Path| p.file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+        let name = match self.egraphs.len() {
+            1 => stem(first),
+            n => format!("{}-and-{}-more", stem(first), n - 1),
+        };
+        let model = self.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(name).join("model.safetensors"));
+        Ok(OutputPaths {
+            labels: self.labels.clone().unwrap_or_else(|| model.with_extension("labels.jsonl")),
+            rounds: model.with_extension("rounds.json"),
+            best: model.with_extension("best.json"),
+            job: model.with_extension("job.toml"),
+            model,
+        })
+    }
+
+    /// Runs the job: labels, trains, and writes the model, the rounds, the
+    /// best extraction(s) and the job itself. Progress goes to `progress`;
+    /// warnings (a repaired label log) to the `log` facade.
+    pub fn run(&self, progress: Observer) -> Result<TrainCostResult> {
+        let paths = self.paths()?;
+        let device = crate::device::parse(&self.device)?;
+        let graphs = self.egraphs.iter().map(|p| load::load_file(p)).collect::<Result<Vec<_>>>()?;
+        let problems = graphs
+            .iter()
+            .zip(&self.egraphs)
+            .map(|(g, p)| preprocess::preprocess(g).with_context(|| format!("{}", p.display())))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = [&paths.model, &paths.labels, &paths.rounds, &paths.best, &paths.job];
+        let oracle = self.oracle.oracle(&outputs.map(|p| p.as_path()))?;
+        self.refuse_to_overwrite(&paths.model, &graphs, &oracle)?;
+        let init = self.init_model.as_deref().map(|p| Ensemble::load(p, &device)).transpose()?;
+        let mut log = super::oracle_runs::open_log(&paths.labels)?;
+        let work_dir = super::oracle_runs::work_dir();
+        let labelers: Vec<Labeler> = graphs
+            .iter()
+            .zip(&self.egraphs)
+            .map(|(graph, path)| Labeler {
+                oracle: &oracle,
+                egraph_path: path,
+                graph,
+                work_dir: work_dir.clone(),
+                jobs: self.oracle.jobs,
+                progress: progress.clone(),
+                retries: self.oracle.retries,
+            })
+            .collect();
+        let optimiser =
+            SmoothE { config: self.smoothe.clone(), seed: self.seed, device: device.clone(), progress: quiet() };
+        let designs: Vec<Design> = self
+            .egraphs
+            .iter()
+            .zip(&graphs)
+            .zip(&problems)
+            .zip(&labelers)
+            .map(|(((p, original), problem), labeler)| Design {
+                name: p.display().to_string(),
+                original,
+                problem,
+                labeler,
+            })
+            .collect();
+        let init = init.as_ref();
+        let outcome = if let [d] = designs.as_slice() {
+            train_cost(d.original, d.problem, d.labeler, &mut log, &self.train_cost, &optimiser, init, &device)
+                .map(|o| (o.model.clone(), vec![o]))
+        } else {
+            train_corpus(&designs, &mut log, &self.train_cost, &optimiser, init, &device).map(|o| (o.model, o.designs))
+        };
+        let _ = std::fs::remove_dir_all(&work_dir);
+        let (model, outcomes) = outcome?;
+        model.save(&paths.model)?;
+        let mut bests = Vec::new();
+        for ((p, g), o) in self.egraphs.iter().zip(&graphs).zip(&outcomes) {
+            let extra = serde_json::json!({ "real_cost": o.best_cost, "seed": self.seed, "egraph": p });
+            bests.push(o.best.result_json(g, "train-cost", 0.0, extra)?);
+        }
+        if let [o] = outcomes.as_slice() {
+            write_json(&paths.rounds, &serde_json::to_value(&o.rounds)?)?;
+            write_json(&paths.best, &bests[0])?;
+        } else {
+            let per_design: serde_json::Map<String, serde_json::Value> = self
+                .egraphs
+                .iter()
+                .zip(&outcomes)
+                .map(|(p, o)| Ok((p.display().to_string(), serde_json::to_value(&o.rounds)?)))
+                .collect::<Result<_>>()?;
+            let rounds = serde_json::json!({ "designs": per_design, "corpus_report": model.meta.report });
+            write_json(&paths.rounds, &rounds)?;
+            write_json(&paths.best, &serde_json::Value::Array(bests))?;
+        }
+        let mut record = self.clone();
+        record.out = Some(paths.model.clone());
+        record.labels = Some(paths.labels.clone());
+        crate::files::write_text(&paths.job, &record.to_toml()?)?;
+        let designs = self.egraphs.iter().cloned().zip(outcomes).collect();
+        Ok(TrainCostResult { model, designs, paths })
+    }
+
+    /// Refuses to replace a model file that is not this job's (another
+    /// design's or oracle's, or not a model) unless `force` is set.
+    fn refuse_to_overwrite(&self, out: &Path, graphs: &[crate::egraph::EGraph], oracle: &Oracle) -> Result<()> {
+        if !out.exists() || self.force {
+            return Ok(());
+        }
+        let ours = Ensemble::load(out, &candle_core::Device::Cpu).is_ok_and(|m| {
+            graphs.iter().all(|g| m.meta.egraphs.contains(&g.fingerprint())) && m.meta.oracle == oracle.identity()
+        });
+        if !ours {
+            bail!(
+                "{} exists and is not a model of this e-graph and oracle; pass --force to overwrite it, \
+                 or choose another --out",
+                out.display()
+            );
+        }
+        Ok(())
+    }
+}
