@@ -29,6 +29,7 @@ pub mod files;
 pub mod jobs;
 pub mod learn;
 pub mod load;
+pub mod normal;
 pub mod preprocess;
 pub mod progress;
 pub mod relax;

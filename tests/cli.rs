@@ -121,5 +121,5 @@ fn every_listed_setting_name_parses_and_round_trips() {
     check::<smoothe::extract::OptimizerKind>();
     check::<smoothe::extract::Parameterisation>();
     check::<smoothe::learn::features::FeatureKind>();
-    check::<smoothe::learn::active::Acquisition>();
+    check::<smoothe::learn::acquisition::Acquisition>();
 }

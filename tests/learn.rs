@@ -5,9 +5,10 @@
 mod common;
 use common::*;
 use smoothe::learn::labels::{Label, LabelLog};
+use smoothe::learn::metrics::spearman;
 use smoothe::learn::network::Ensemble;
 use smoothe::learn::oracle::{parse_cost, Oracle, Verdict};
-use smoothe::learn::train::{spearman, train, TrainConfig};
+use smoothe::learn::train::{train, TrainConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -187,7 +188,7 @@ fn ensemble_fits_learns_ranks_round_trips_and_knows_what_it_does_not_know() {
 
 #[test]
 fn test_split_is_stable_and_about_the_asked_share() {
-    use smoothe::learn::train::in_test_split;
+    use smoothe::learn::metrics::in_test_split;
     let keys: Vec<String> = (0..4000).map(|i| format!("extraction-{i}")).collect();
     let share = keys.iter().filter(|k| in_test_split(k, 0.15)).count() as f64 / keys.len() as f64;
     assert!((share - 0.15).abs() < 0.03, "{share}");
@@ -855,7 +856,7 @@ fn train_cost_does_not_overwrite_another_jobs_model_without_force() {
 
 #[test]
 fn expected_improvement_matches_the_gaussian_formula() {
-    use smoothe::learn::active::expected_improvement as ei;
+    use smoothe::learn::acquisition::expected_improvement as ei;
     // At the incumbent with unit spread: the standard normal density at 0.
     assert!((ei(0.0, 0.0, 1.0) - 0.398_942_28).abs() < 1e-6);
     // No spread: the plain improvement.

@@ -16,7 +16,7 @@ pub use bottom_up::{choice_cycles, complete_acyclic, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
 pub use guided::{with_model, BestOfRandom, SmoothEWith};
-pub use random::{random_extraction, standard_normal, RandomExtractor};
+pub use random::{random_extraction, RandomExtractor};
 pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 
 use crate::egraph::EGraph;

@@ -39,10 +39,3 @@ impl Extractor for RandomExtractor {
         Ok(random_extraction(&problem.graph, &mut rng))
     }
 }
-
-/// A standard normal draw (Box-Muller), for seeded initialisations.
-pub fn standard_normal(rng: &mut impl Rng) -> f64 {
-    let u1: f64 = rng.random_range(1e-12..1.0);
-    let u2: f64 = rng.random();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-}

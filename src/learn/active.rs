@@ -2,14 +2,17 @@
 //! which the model picks what to label next by an acquisition rule, inside
 //! a trust region around the best labelled extractions.
 
+use super::acquisition::{expected_improvement, Acquisition};
+use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
+use super::metrics::TrainReport;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::reference::Reference;
-use super::sample::{crossover, nudge, perturb};
-use super::train::{fine_tune, in_test_split, train, TrainConfig, TrainReport};
+use super::sample::{perturb, screening_pool};
+use super::train::{fine_tune, train, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE, SmoothEConfig};
 use crate::extraction::Extraction;
@@ -27,26 +30,6 @@ use std::collections::HashSet;
 const PARENTS: usize = 8;
 /// Bounds of the trust-region radius (classes switched by a small move).
 const RADIUS_BOUNDS: (usize, usize) = (1, 64);
-
-/// How the model picks what to label from the screened candidates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Acquisition {
-    /// Lowest `mean - beta * std` (plus the trust-region charge).
-    Lcb,
-    /// Highest expected improvement over the best real cost so far (less
-    /// the trust-region charge).
-    Ei,
-    /// Lowest predicted mean (plus the trust-region charge).
-    Mean,
-    /// Uniformly at random, ignoring the model (an ablation: the loop's
-    /// own candidate pool without a model).
-    Random,
-}
-
-impl crate::config::Choice for Acquisition {
-    const NAMES: &'static [&'static str] = &["lcb", "ei", "mean", "random"];
-}
 
 /// Settings of the learned-cost loop; `configs/train-cost.toml` holds the
 /// defaults.
@@ -165,16 +148,6 @@ pub struct TrainCostOutcome {
     pub best: Extraction,
     /// Its real cost.
     pub best_cost: f64,
-}
-
-/// A labelled extraction of the reduced graph.
-pub struct Labelled {
-    /// The extraction.
-    pub extraction: Extraction,
-    /// Its real cost.
-    pub cost: f64,
-    /// Whether it belongs to the test split.
-    pub test: bool,
 }
 
 /// Runs the loop. `smoothe` carries the device, seed and optimiser
@@ -383,82 +356,6 @@ pub fn train_cost(
     let best_cost = best.cost;
     let best = problem.to_original(&best.extraction).restricted_to_reachable(original)?;
     Ok(TrainCostOutcome { model, rounds, best, best_cost })
-}
-
-/// Expected improvement of a Gaussian `N(mean, std^2)` below `incumbent`.
-pub fn expected_improvement(incumbent: f64, mean: f64, std: f64) -> f64 {
-    if std <= 0.0 {
-        return (incumbent - mean).max(0.0);
-    }
-    let z = (incumbent - mean) / std;
-    let pdf = (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
-    let cdf = 0.5 * (1.0 + erf(z / std::f64::consts::SQRT_2));
-    (incumbent - mean) * cdf + std * pdf
-}
-
-/// The error function (Abramowitz and Stegun 7.1.26, error below 1.5e-7).
-fn erf(x: f64) -> f64 {
-    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
-    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-    let y = 1.0 - poly * (-x * x).exp();
-    if x < 0.0 {
-        -y
-    } else {
-        y
-    }
-}
-
-/// `size` distinct candidates not in `seen`: in equal shares, small moves
-/// (1 to `radius` classes switched) and perturbations (1-20% of classes) of
-/// the `parents` (the best labelled, best first), crossovers of two
-/// parents, and uniform random extractions.
-fn screening_pool(
-    g: &EGraph,
-    parents: &[Extraction],
-    size: usize,
-    radius: usize,
-    seen: &HashSet<Extraction>,
-    rng: &mut StdRng,
-) -> Vec<Extraction> {
-    let mut fresh: HashSet<Extraction> = HashSet::new();
-    let mut out = Vec::new();
-    for i in 0..size * 2 {
-        if out.len() == size {
-            break;
-        }
-        let parent = &parents[rng.random_range(0..parents.len())];
-        let e = match i % 4 {
-            0 => nudge(g, parent, rng.random_range(1..=radius.max(1)), rng),
-            1 => perturb(g, parent, rng.random_range(0.01..0.2), rng),
-            2 => crossover(g, parent, &parents[rng.random_range(0..parents.len())], rng),
-            _ => random_extraction(g, rng),
-        };
-        if !seen.contains(&e) && fresh.insert(e.clone()) {
-            out.push(e);
-        }
-    }
-    out
-}
-
-/// The labelled extractions of this graph and oracle, as reduced-graph
-/// extractions with their costs and split (labels using removed nodes are
-/// skipped).
-pub fn dataset(
-    original: &EGraph,
-    problem: &Reduced,
-    log: &LabelLog,
-    fingerprint: &str,
-    oracle_id: &str,
-    test_fraction: f64,
-) -> Result<Vec<Labelled>> {
-    let mut out = Vec::new();
-    for label in log.costs_for(fingerprint, oracle_id) {
-        let ex = Extraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
-        if let (Some(reduced), Some(cost)) = (problem.from_original(&ex), label.cost) {
-            out.push(Labelled { extraction: reduced, cost, test: in_test_split(&label.extraction, test_fraction) });
-        }
-    }
-    Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)]

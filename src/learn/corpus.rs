@@ -7,7 +7,8 @@
 //! on all labels, in a layout that covers every design's operators and
 //! operator pairs.
 
-use super::active::{dataset, train_cost, TrainCostConfig, TrainCostOutcome};
+use super::active::{train_cost, TrainCostConfig, TrainCostOutcome};
+use super::dataset::dataset;
 use super::features::{merge_vocabularies, vocabulary, FeatureLayout, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;

@@ -1,12 +1,15 @@
 //! The learned-cost pipeline: the oracle contract, the label log, and the
 //! self-contained extraction files handed to oracles.
 
+pub mod acquisition;
 pub mod active;
 pub mod anneal;
 pub mod corpus;
+pub mod dataset;
 pub mod features;
 pub mod labeler;
 pub mod labels;
+pub mod metrics;
 pub mod network;
 pub mod objective;
 pub mod oracle;

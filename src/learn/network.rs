@@ -4,8 +4,8 @@
 //! record.
 
 use super::features::FeatureLayout;
+use super::metrics::TrainReport;
 use super::reference::RelativeFrame;
-use super::train::TrainReport;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::Linear;

@@ -21,7 +21,7 @@
 //! which shifts and scales the predictions but not their order, so it does
 //! not change which extraction SmoothE finds.
 
-use super::active::Labelled;
+use super::dataset::Labelled;
 use super::features::Featurizer;
 use super::network::Ensemble;
 use crate::extract::{DagGreedy, Extractor};

@@ -4,9 +4,11 @@
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extract::complete_acyclic;
+use crate::extract::random_extraction;
 use crate::extraction::Extraction;
 use rand::seq::IndexedRandom;
 use rand::Rng;
+use std::collections::HashSet;
 
 /// A valid extraction that keeps `base`'s choice in each class with
 /// probability `1 - rate` and otherwise prefers a uniformly random node;
@@ -63,4 +65,36 @@ pub fn crossover(g: &EGraph, a: &Extraction, b: &Extraction, rng: &mut impl Rng)
         })
         .collect();
     complete_around(g, a, preferred, rng)
+}
+
+/// `size` distinct candidates not in `seen`: in equal shares, small moves
+/// (1 to `radius` classes switched) and perturbations (1-20% of classes) of
+/// the `parents` (the best labelled, best first), crossovers of two
+/// parents, and uniform random extractions.
+pub fn screening_pool(
+    g: &EGraph,
+    parents: &[Extraction],
+    size: usize,
+    radius: usize,
+    seen: &HashSet<Extraction>,
+    rng: &mut impl Rng,
+) -> Vec<Extraction> {
+    let mut fresh: HashSet<Extraction> = HashSet::new();
+    let mut out = Vec::new();
+    for i in 0..size * 2 {
+        if out.len() == size {
+            break;
+        }
+        let parent = &parents[rng.random_range(0..parents.len())];
+        let e = match i % 4 {
+            0 => nudge(g, parent, rng.random_range(1..=radius.max(1)), rng),
+            1 => perturb(g, parent, rng.random_range(0.01..0.2), rng),
+            2 => crossover(g, parent, &parents[rng.random_range(0..parents.len())], rng),
+            _ => random_extraction(g, rng),
+        };
+        if !seen.contains(&e) && fresh.insert(e.clone()) {
+            out.push(e);
+        }
+    }
+    out
 }

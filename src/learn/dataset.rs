@@ -1,0 +1,40 @@
+//! A design's labelled extractions as training data: from the label log,
+//! mapped onto the preprocessed graph, with their test-split flags.
+
+use super::labels::LabelLog;
+use super::metrics::in_test_split;
+use crate::egraph::EGraph;
+use crate::extraction::Extraction;
+use crate::preprocess::Reduced;
+use anyhow::Result;
+
+/// A labelled extraction of the reduced graph.
+pub struct Labelled {
+    /// The extraction.
+    pub extraction: Extraction,
+    /// Its real cost.
+    pub cost: f64,
+    /// Whether it belongs to the test split.
+    pub test: bool,
+}
+
+/// The labelled extractions of this graph and oracle, as reduced-graph
+/// extractions with their costs and split (labels using removed nodes are
+/// skipped).
+pub fn dataset(
+    original: &EGraph,
+    problem: &Reduced,
+    log: &LabelLog,
+    fingerprint: &str,
+    oracle_id: &str,
+    test_fraction: f64,
+) -> Result<Vec<Labelled>> {
+    let mut out = Vec::new();
+    for label in log.costs_for(fingerprint, oracle_id) {
+        let ex = Extraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
+        if let (Some(reduced), Some(cost)) = (problem.from_original(&ex), label.cost) {
+            out.push(Labelled { extraction: reduced, cost, test: in_test_split(&label.extraction, test_fraction) });
+        }
+    }
+    Ok(out)
+}
