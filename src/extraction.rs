@@ -23,9 +23,19 @@ pub enum Defect {
     /// A root class has no chosen node.
     RootMissing(String),
     /// A class's chosen node belongs to another class.
-    WrongClass { class: String, node: String },
+    WrongClass {
+        /// The class.
+        class: String,
+        /// The node chosen for it.
+        node: String,
+    },
     /// A picked node needs a child class that has no chosen node.
-    ChildMissing { node: String, child_class: String },
+    ChildMissing {
+        /// The chosen node.
+        node: String,
+        /// Its child class without a choice.
+        child_class: String,
+    },
     /// Following chosen nodes returns to a class on the path.
     Cycle(Vec<String>),
 }

@@ -18,6 +18,8 @@
 //! assert_eq!(outcome.dag_cost, 2.0); // x is shared, so counted once
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod cost;
 pub mod device;

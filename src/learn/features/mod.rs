@@ -202,7 +202,7 @@ impl Featurizer {
     /// The features named `names` (a saved layout, or [`vocabulary`]) for
     /// `problem`, preprocessed from `original`. Names this graph never
     /// produces stay 0; operators of this graph that `names` lacks are
-    /// reported by [`Featurizer::unknown_ops`] and otherwise ignored.
+    /// reported by [`Featurizer::unknown_features`] and otherwise ignored.
     pub fn new(kind: FeatureKind, problem: &Reduced, original: &EGraph, names: &[String]) -> Self {
         let g = &problem.graph;
         let nn = g.num_nodes();
