@@ -15,7 +15,7 @@
 //! (ABC's mapped area changes with operand order alone).
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
-use crate::extraction::Extraction;
+use crate::extraction::OriginalExtraction;
 use anyhow::{bail, Result};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
@@ -38,7 +38,7 @@ fn sanitize(name: &str) -> String {
 
 /// Writes `extraction` of `g` as BLIF (model name `model`). Errors name the
 /// node whose operator is not understood or whose operands do not fit.
-pub fn to_blif(g: &EGraph, extraction: &Extraction, model: &str) -> Result<String> {
+pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Result<String> {
     let order = extraction.check(g)?;
     let mut signal: HashMap<ClassIdx, Signal> = HashMap::new();
     let mut inputs: BTreeSet<String> = BTreeSet::new();
@@ -47,7 +47,7 @@ pub fn to_blif(g: &EGraph, extraction: &Extraction, model: &str) -> Result<Strin
     // Wires start with `_n` so they never collide with input names.
     let wire = |c: ClassIdx| format!("_n{}", sanitize(g.class_name(c)));
     for &c in &order {
-        let n: NodeIdx = extraction.choices[c as usize].expect("checked");
+        let n: NodeIdx = extraction.choices()[c as usize].expect("checked");
         let op = g.op(n);
         let name = wire(c);
         let kids: Vec<Signal> = g.children(n).iter().map(|k| signal[k].clone()).collect();

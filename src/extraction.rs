@@ -121,14 +121,90 @@ impl Extraction {
         }
         Ok(out)
     }
+}
+
+/// An extraction of an *original* e-graph (as loaded, before
+/// preprocessing), in its ids: what result files, oracles and users see.
+/// Extractors work on the preprocessed graph with plain [`Extraction`]s,
+/// and [`crate::preprocess::Reduced`] converts between the two, so handing
+/// one where the other belongs does not compile.
+///
+/// ```
+/// use smoothe::extract::{DagGreedy, Extractor};
+/// let json = r#"{"nodes": {
+///     "x": {"op": "x", "children": [], "eclass": "a", "cost": 1.0},
+///     "f": {"op": "f", "children": ["x"], "eclass": "r", "cost": 1.0}},
+///   "root_eclasses": ["r"]}"#;
+/// let graph = smoothe::load::parse_str(json).unwrap();
+/// let problem = smoothe::preprocess::preprocess(&graph).unwrap();
+/// let reduced = DagGreedy.extract(&problem).unwrap();
+/// let original = problem.to_original(&reduced);
+/// assert_eq!(original.dag_cost(&graph), Ok(2.0));
+/// assert_eq!(problem.from_original(&original), Some(reduced));
+/// ```
+///
+/// whereas a reduced extraction handed where an original one belongs is
+/// refused by the compiler:
+///
+/// ```compile_fail
+/// use smoothe::extract::{DagGreedy, Extractor};
+/// let json = r#"{"nodes": {"x": {"op": "x", "children": [], "eclass": "a", "cost": 1.0}},
+///   "root_eclasses": ["a"]}"#;
+/// let graph = smoothe::load::parse_str(json).unwrap();
+/// let problem = smoothe::preprocess::preprocess(&graph).unwrap();
+/// let reduced = DagGreedy.extract(&problem).unwrap();
+/// problem.from_original(&reduced);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OriginalExtraction(Extraction);
+
+impl OriginalExtraction {
+    /// Declares `extraction` to be of an original e-graph (one loaded from
+    /// a file, not a preprocessed one).
+    pub fn of_original(extraction: Extraction) -> Self {
+        OriginalExtraction(extraction)
+    }
+
+    /// The plain extraction, for algorithms that work on any graph.
+    pub fn as_extraction(&self) -> &Extraction {
+        &self.0
+    }
+
+    /// Chosen node of each class, indexed by class.
+    pub fn choices(&self) -> &[Option<NodeIdx>] {
+        &self.0.choices
+    }
+
+    /// See [`Extraction::check`].
+    pub fn check(&self, g: &EGraph) -> std::result::Result<Vec<ClassIdx>, Defect> {
+        self.0.check(g)
+    }
+
+    /// See [`Extraction::dag_cost`].
+    pub fn dag_cost(&self, g: &EGraph) -> std::result::Result<f64, Defect> {
+        self.0.dag_cost(g)
+    }
+
+    /// See [`Extraction::tree_cost`].
+    pub fn tree_cost(&self, g: &EGraph) -> std::result::Result<f64, Defect> {
+        self.0.tree_cost(g)
+    }
+
+    /// See [`Extraction::restricted_to_reachable`].
+    pub fn restricted_to_reachable(&self, g: &EGraph) -> Result<OriginalExtraction> {
+        Ok(OriginalExtraction(self.0.restricted_to_reachable(g)?))
+    }
 
     /// The `"choices"` object: original class id -> original node id, for
     /// the classes reachable from the roots (sorted by class id).
     pub fn choices_json(&self, g: &EGraph) -> Result<Value> {
         let mut entries: Vec<(String, String)> = self
+            .0
             .check(g)?
             .into_iter()
-            .map(|c| (g.class_name(c).to_string(), g.node_name(self.choices[c as usize].expect("checked")).to_string()))
+            .map(|c| {
+                (g.class_name(c).to_string(), g.node_name(self.0.choices[c as usize].expect("checked")).to_string())
+            })
             .collect();
         entries.sort();
         let mut map = Map::new();
@@ -144,8 +220,8 @@ impl Extraction {
     pub fn result_json(&self, g: &EGraph, method: &str, seconds: f64, extra: Value) -> Result<Value> {
         let mut out = json!({
             "method": method,
-            "dag_cost": self.dag_cost(g)?,
-            "tree_cost": self.tree_cost(g)?,
+            "dag_cost": self.0.dag_cost(g)?,
+            "tree_cost": self.0.tree_cost(g)?,
             "seconds": seconds,
             "choices": self.choices_json(g)?,
         });
@@ -157,7 +233,7 @@ impl Extraction {
 
     /// Reads an extraction of `g` from JSON: an object with a `"choices"`
     /// map, or a bare class id -> node id map. Errors name the unknown id.
-    pub fn from_json(g: &EGraph, value: &Value) -> Result<Extraction> {
+    pub fn from_json(g: &EGraph, value: &Value) -> Result<OriginalExtraction> {
         let map = match value.get("choices") {
             Some(Value::Object(m)) => m,
             Some(_) => bail!("\"choices\" is not an object"),
@@ -179,14 +255,14 @@ impl Extraction {
                 .ok_or_else(|| anyhow!("class {class:?}: node {node:?} is not in the e-graph (or is subsumed)"))?;
             out.choices[c as usize] = Some(n);
         }
-        Ok(out)
+        Ok(OriginalExtraction(out))
     }
 
-    /// Reads an extraction file (see [`Extraction::from_json`]).
-    pub fn load_file(g: &EGraph, path: &std::path::Path) -> Result<Extraction> {
+    /// Reads an extraction file (see [`OriginalExtraction::from_json`]).
+    pub fn load_file(g: &EGraph, path: &std::path::Path) -> Result<OriginalExtraction> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let value: Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", path.display()))?;
-        Extraction::from_json(g, &value).with_context(|| format!("{}", path.display()))
+        OriginalExtraction::from_json(g, &value).with_context(|| format!("{}", path.display()))
     }
 }
 

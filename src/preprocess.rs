@@ -12,7 +12,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx, NodeSpec};
-use crate::extraction::Extraction;
+use crate::extraction::{Extraction, OriginalExtraction};
 use crate::scc::Sccs;
 use anyhow::{bail, Result};
 
@@ -53,23 +53,23 @@ impl Reduced {
     }
 
     /// Maps an extraction of the reduced graph back to the original graph.
-    pub fn to_original(&self, reduced: &Extraction) -> Extraction {
+    pub fn to_original(&self, reduced: &Extraction) -> OriginalExtraction {
         let mut out = Extraction::empty(self.num_original_classes);
         for n in reduced.choices.iter().flatten() {
             for &(c, orig) in &self.origin[*n as usize] {
                 out.choices[c as usize] = Some(orig);
             }
         }
-        out
+        OriginalExtraction::of_original(out)
     }
 
     /// Maps an extraction of the original graph onto the reduced graph;
     /// `None` when it uses a node that preprocessing removed.
-    pub fn from_original(&self, original: &Extraction) -> Option<Extraction> {
+    pub fn from_original(&self, original: &OriginalExtraction) -> Option<Extraction> {
         let mut out = Extraction::empty(self.graph.num_classes());
         for (n, pairs) in self.origin.iter().enumerate() {
             let (c, orig) = pairs[0];
-            if original.choices.get(c as usize).copied().flatten() == Some(orig) {
+            if original.choices().get(c as usize).copied().flatten() == Some(orig) {
                 out.choices[self.graph.class_of(n as NodeIdx) as usize] = Some(n as NodeIdx);
             }
         }

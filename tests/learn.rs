@@ -435,7 +435,7 @@ fn blif_is_canonical_in_operand_order_and_rejects_unknown_ops() {
     let text = text.replace("\"op\":\"ab\"", "\"op\":\"*\"").replace("\"op\":\"ba\"", "\"op\":\"*\"");
     let g = graph(&text);
     let pick = |node: &str| {
-        smoothe::extraction::Extraction::from_json(
+        smoothe::extraction::OriginalExtraction::from_json(
             &g,
             &parse_json(&format!("{{\"A\": \"a\", \"B\": \"b\", \"R\": \"{node}\"}}")),
         )
@@ -446,7 +446,8 @@ fn blif_is_canonical_in_operand_order_and_rejects_unknown_ops() {
     assert_eq!(one, two);
     assert!(one.contains(".names a b _nR\n11 1"), "{one}");
     let bad = graph(&graph_json(&[("x", "X", 0.0, &[]), ("f", "F", 1.0, &["x"])], &["F"]));
-    let ex = smoothe::extraction::Extraction::from_json(&bad, &parse_json("{\"X\": \"x\", \"F\": \"f\"}")).unwrap();
+    let ex =
+        smoothe::extraction::OriginalExtraction::from_json(&bad, &parse_json("{\"X\": \"x\", \"F\": \"f\"}")).unwrap();
     let err = smoothe::export::to_blif(&bad, &ex, "t").unwrap_err().to_string();
     assert!(err.contains("\"f\"") && err.contains("not a boolean gate"), "{err}");
 }

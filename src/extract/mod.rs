@@ -20,7 +20,7 @@ pub use random::{random_extraction, RandomExtractor};
 pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 
 use crate::egraph::EGraph;
-use crate::extraction::Extraction;
+use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::progress::{quiet, Observer};
 use anyhow::{bail, Context, Result};
@@ -89,7 +89,7 @@ pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor
 #[derive(Debug, Clone)]
 pub struct Outcome {
     /// Valid extraction of the original graph, reachable classes only.
-    pub extraction: Extraction,
+    pub extraction: OriginalExtraction,
     /// Its DAG cost on the original graph.
     pub dag_cost: f64,
     /// Seconds spent in the extractor (preprocessing excluded).

@@ -3,7 +3,7 @@
 //! given extractions through the label log).
 
 use crate::extract::SmoothE;
-use crate::extraction::Extraction;
+use crate::extraction::OriginalExtraction;
 use crate::learn::active::loop_smoothe;
 use crate::learn::anneal::{anneal, AnnealConfig, SearchOutcome};
 use crate::learn::labeler::Labeler;
@@ -103,7 +103,7 @@ impl LabelJob {
         let oracle = self.oracle.oracle(&[&self.labels])?;
         let mut items = Vec::with_capacity(extractions.len());
         for path in extractions {
-            let ex = Extraction::load_file(&graph, path)?;
+            let ex = OriginalExtraction::load_file(&graph, path)?;
             if let Err(defect) = ex.check(&graph) {
                 bail!("{}: invalid extraction: {defect}", path.display());
             }

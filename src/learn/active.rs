@@ -15,7 +15,7 @@ use super::sample::{perturb, screening_pool};
 use super::train::{fine_tune, train, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE, SmoothEConfig};
-use crate::extraction::Extraction;
+use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
 use anyhow::{bail, Result};
@@ -144,8 +144,8 @@ pub struct TrainCostOutcome {
     pub model: Ensemble,
     /// Per-round summary.
     pub rounds: Vec<RoundSummary>,
-    /// The labelled extraction with the least real cost (original ids).
-    pub best: Extraction,
+    /// The labelled extraction with the least real cost.
+    pub best: OriginalExtraction,
     /// Its real cost.
     pub best_cost: f64,
 }
@@ -198,7 +198,7 @@ pub fn train_cost(
     let dag = DagGreedy.extract(problem)?;
     let linear = run_smoothe(smoothe.seed).extract(problem)?;
     let bases = [greedy, dag, linear];
-    let base_originals: Vec<Extraction> = bases.iter().map(|e| problem.to_original(e)).collect();
+    let base_originals: Vec<OriginalExtraction> = bases.iter().map(|e| problem.to_original(e)).collect();
     let (base_costs, _) = labeler.label(log, &base_originals, &mut budget)?;
     // Initial samples: distinct, mostly perturbations of the baselines
     // (the real cost often favours another of them than the node costs do).
@@ -219,7 +219,7 @@ pub fn train_cost(
             samples.push(e);
         }
     }
-    let originals: Vec<Extraction> = samples.iter().map(|e| problem.to_original(e)).collect();
+    let originals: Vec<OriginalExtraction> = samples.iter().map(|e| problem.to_original(e)).collect();
     labeler.label(log, &originals, &mut budget)?;
     let mut rounds = Vec::new();
     let labelled =
@@ -325,7 +325,7 @@ pub fn train_cost(
         for e in &batch {
             seen.insert(e.clone());
         }
-        let originals: Vec<Extraction> = batch.iter().map(|e| problem.to_original(e)).collect();
+        let originals: Vec<OriginalExtraction> = batch.iter().map(|e| problem.to_original(e)).collect();
         let (costs, _) = labeler.label(log, &originals, &mut budget)?;
         let optimum = optimum.map(|(e, predicted)| OptimumCheck {
             predicted,

@@ -8,7 +8,7 @@ use super::labels::LabelLog;
 use super::sample::nudge;
 use crate::egraph::EGraph;
 use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
-use crate::extraction::Extraction;
+use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
 use rand::rngs::StdRng;
@@ -42,8 +42,8 @@ impl Default for AnnealConfig {
 
 /// What the search found.
 pub struct SearchOutcome {
-    /// The extraction with the least real cost (original ids).
-    pub best: Extraction,
+    /// The extraction with the least real cost.
+    pub best: OriginalExtraction,
     /// Its real cost.
     pub best_cost: f64,
     /// Oracle calls made by this run (labels reused from the log excluded).
@@ -80,7 +80,7 @@ pub fn anneal(
                  asked: &mut usize,
                  calls: &mut usize|
      -> Result<Vec<Option<f64>>> {
-        let originals: Vec<Extraction> = items.iter().map(|e| problem.to_original(e)).collect();
+        let originals: Vec<OriginalExtraction> = items.iter().map(|e| problem.to_original(e)).collect();
         let (costs, stats) = labeler.label(log, &originals, budget)?;
         *asked += items.len();
         *calls += stats.calls;

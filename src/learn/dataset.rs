@@ -4,7 +4,7 @@
 use super::labels::LabelLog;
 use super::metrics::in_test_split;
 use crate::egraph::EGraph;
-use crate::extraction::Extraction;
+use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use anyhow::Result;
 
@@ -31,7 +31,7 @@ pub fn dataset(
 ) -> Result<Vec<Labelled>> {
     let mut out = Vec::new();
     for label in log.costs_for(fingerprint, oracle_id) {
-        let ex = Extraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
+        let ex = OriginalExtraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
         if let (Some(reduced), Some(cost)) = (problem.from_original(&ex), label.cost) {
             out.push(Labelled { extraction: reduced, cost, test: in_test_split(&label.extraction, test_fraction) });
         }

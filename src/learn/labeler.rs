@@ -6,7 +6,7 @@ use super::labels::{Label, LabelLog};
 use super::oracle::{Oracle, Verdict};
 use super::{extraction_key, oracle_file};
 use crate::egraph::EGraph;
-use crate::extraction::Extraction;
+use crate::extraction::OriginalExtraction;
 use crate::progress::Observer;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -49,7 +49,7 @@ pub struct Labeler<'a> {
 
 impl Labeler<'_> {
     /// The log key of `extraction` (original ids).
-    pub fn key(&self, extraction: &Extraction, oracle_id: &str) -> Result<(String, String, String)> {
+    pub fn key(&self, extraction: &OriginalExtraction, oracle_id: &str) -> Result<(String, String, String)> {
         Ok((self.graph.fingerprint(), extraction_key(self.graph, extraction)?, oracle_id.to_string()))
     }
 
@@ -59,7 +59,7 @@ impl Labeler<'_> {
     pub fn label(
         &self,
         log: &mut LabelLog,
-        items: &[Extraction],
+        items: &[OriginalExtraction],
         budget: &mut usize,
     ) -> Result<(Vec<Option<f64>>, LabelStats)> {
         let oracle_id = self.oracle.identity();
@@ -142,7 +142,7 @@ impl Labeler<'_> {
         Ok((costs.clone(), stats.clone()))
     }
 
-    fn call_one(&self, extraction: &Extraction, key: &(String, String, String)) -> Result<Label> {
+    fn call_one(&self, extraction: &OriginalExtraction, key: &(String, String, String)) -> Result<Label> {
         let file = self.work_dir.join(format!("{}.json", key.1));
         let value = oracle_file(self.graph, extraction)?;
         std::fs::write(&file, serde_json::to_string_pretty(&value)?)

@@ -18,7 +18,7 @@ pub mod sample;
 pub mod train;
 
 use crate::egraph::EGraph;
-use crate::extraction::Extraction;
+use crate::extraction::OriginalExtraction;
 use anyhow::Result;
 use serde_json::{json, Value};
 
@@ -26,12 +26,12 @@ pub use crate::egraph::hash_hex;
 
 /// Canonical hash of a valid extraction of `g`: the sorted (class id,
 /// node id) pairs of the classes reachable from the roots, in original ids.
-pub fn extraction_key(g: &EGraph, extraction: &Extraction) -> Result<String> {
+pub fn extraction_key(g: &EGraph, extraction: &OriginalExtraction) -> Result<String> {
     let mut pairs: Vec<(String, String)> = extraction
         .check(g)?
         .into_iter()
         .map(|c| {
-            (g.class_name(c).to_string(), g.node_name(extraction.choices[c as usize].expect("checked")).to_string())
+            (g.class_name(c).to_string(), g.node_name(extraction.choices()[c as usize].expect("checked")).to_string())
         })
         .collect();
     pairs.sort();
@@ -50,7 +50,7 @@ pub fn extraction_key(g: &EGraph, extraction: &Extraction) -> Result<String> {
 /// class and node ids, operator, cost and `children` as indices into that
 /// same list, and `roots` as indices too. A script can write a netlist from
 /// it without reading the e-graph.
-pub fn oracle_file(g: &EGraph, extraction: &Extraction) -> Result<Value> {
+pub fn oracle_file(g: &EGraph, extraction: &OriginalExtraction) -> Result<Value> {
     let order = extraction.check(g)?;
     let mut position = vec![usize::MAX; g.num_classes()];
     for (i, &c) in order.iter().enumerate() {
@@ -59,7 +59,7 @@ pub fn oracle_file(g: &EGraph, extraction: &Extraction) -> Result<Value> {
     let nodes: Vec<Value> = order
         .iter()
         .map(|&c| {
-            let n = extraction.choices[c as usize].expect("checked");
+            let n = extraction.choices()[c as usize].expect("checked");
             json!({
                 "class": g.class_name(c),
                 "node": g.node_name(n),

@@ -2,7 +2,7 @@
 
 use crate::terminal::write_stdout;
 use anyhow::{Context, Result};
-use smoothe::extraction::Extraction;
+use smoothe::extraction::OriginalExtraction;
 use smoothe::{load, preprocess, report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +37,7 @@ pub struct ExportArgs {
 
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
     let graph = load::load_file(&a.egraph)?;
-    let ex = Extraction::load_file(&graph, &a.extraction)?;
+    let ex = OriginalExtraction::load_file(&graph, &a.extraction)?;
     match ex.check(&graph) {
         Ok(order) => {
             println!(
@@ -64,7 +64,7 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
 
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let graph = load::load_file(&a.egraph)?;
-    let ex = Extraction::load_file(&graph, &a.extraction)?;
+    let ex = OriginalExtraction::load_file(&graph, &a.extraction)?;
     if let Err(defect) = ex.check(&graph) {
         anyhow::bail!("{}: invalid extraction: {defect}", a.extraction.display());
     }
