@@ -32,6 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "datasets"
 BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
+# The oracle exports BLIF with this same binary, not whatever the checkout
+# holds at the moment (a rebuild during a run would fail its calls).
+os.environ.setdefault("SMOOTHE", str(BIN))
 ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))

@@ -516,6 +516,23 @@ fn shipped_model_loads_and_drives_extraction() {
 }
 
 #[test]
+fn shipped_corpus_models_know_their_designs_and_extract_a_new_one() {
+    let graph = repo("datasets/esyn/mul3.json");
+    let dir = fresh_dir("shipped-corpus");
+    for (model, trained_on_mul3) in
+        [("models/esyn-abc-area.safetensors", true), ("models/esyn-abc-area-without-mul3.safetensors", false)]
+    {
+        let loaded = Ensemble::load(Path::new(&repo(model)), &candle_core::Device::Cpu).unwrap();
+        let designs = loaded.meta.relative.as_ref().expect("a corpus model is relative").references.len();
+        assert_eq!(designs, if trained_on_mul3 { 6 } else { 5 }, "{model}");
+        let out = dir.join("e.json");
+        extract_with_model_checked(&graph, &repo(model), "smoothe", &out);
+        let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+        assert_eq!(result["reference"]["measured"], trained_on_mul3, "{model}: {}", result["reference"]);
+    }
+}
+
+#[test]
 fn samplers_give_valid_extractions_near_their_parents() {
     use rand::SeedableRng;
     use smoothe::extract::{DagGreedy, Extractor, Greedy};
