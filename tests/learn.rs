@@ -1094,3 +1094,50 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     assert_eq!(code, 2);
     assert!(stderr.contains("several designs"), "{stderr}");
 }
+
+#[test]
+fn a_train_cost_run_writes_its_job_and_the_job_repeats_it() {
+    let dir = fresh_dir("job");
+    let (oracle, calls) = counting_oracle(&dir, false);
+    let out = dir.join("m.safetensors");
+    let graph = repo("datasets/egg/math_simplify_factor.json");
+    let args = [
+        "train-cost",
+        "--oracle",
+        oracle.to_str().unwrap(),
+        "--budget",
+        "12",
+        "--initial",
+        "8",
+        "--rounds",
+        "1",
+        "--per-round",
+        "3",
+        "--steps",
+        "40",
+        "--lr",
+        "0.1",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+        &graph,
+    ];
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let job = smoothe::jobs::TrainCostJob::load(&dir.join("m.job.toml")).unwrap();
+    assert_eq!((job.train_cost.budget, job.smoothe.steps, job.smoothe.learning_rate), (12, 40, 0.1));
+    assert_eq!(job.egraphs, vec![PathBuf::from(&graph)]);
+    // The job file alone repeats the run: its budget is spent, so no new
+    // oracle call, and a model of the same labels.
+    let labels = |m: &Ensemble| (m.meta.report.train + m.meta.report.test, m.meta.egraphs.clone());
+    let first = labels(&Ensemble::load(&out, &candle_core::Device::Cpu).unwrap());
+    let before = std::fs::read_to_string(&calls).unwrap().lines().count();
+    let (code, _, stderr) = cli(&["train-cost", "--config", dir.join("m.job.toml").to_str().unwrap(), "-q"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), before, "the repeat called the oracle");
+    assert_eq!(labels(&Ensemble::load(&out, &candle_core::Device::Cpu).unwrap()), first);
+    // Without an oracle anywhere, a clear message.
+    let (code, _, stderr) = cli(&["train-cost", &graph, "-q", "--out", dir.join("x.safetensors").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no oracle command"), "{stderr}");
+}
