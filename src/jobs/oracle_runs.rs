@@ -24,11 +24,6 @@ pub(super) fn open_log(path: &Path) -> Result<LabelLog> {
     Ok(log)
 }
 
-/// The per-process directory where oracle input files are written.
-pub(super) fn work_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id()))
-}
-
 /// `smoothe search`: annealing with the oracle in the loop.
 #[derive(Debug, Clone)]
 pub struct SearchJob {
@@ -57,15 +52,7 @@ impl SearchJob {
         let graph = load::load_file(egraph)?;
         let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
         let mut log = open_log(&self.labels)?;
-        let labeler = Labeler {
-            oracle: &oracle,
-            egraph_path: egraph,
-            graph: &graph,
-            work_dir: work_dir(),
-            jobs: self.oracle.jobs,
-            progress,
-            retries: self.oracle.retries,
-        };
+        let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, progress);
         // The linear-SmoothE starting point as train-cost makes it.
         let optimiser = SmoothE { config: loop_smoothe(), seed: self.seed, device, progress: quiet() };
         let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, &optimiser);
@@ -110,15 +97,7 @@ impl LabelJob {
             items.push(ex.restricted_to_reachable(&graph)?);
         }
         let mut log = open_log(&self.labels)?;
-        let labeler = Labeler {
-            oracle: &oracle,
-            egraph_path: egraph,
-            graph: &graph,
-            work_dir: work_dir(),
-            jobs: self.oracle.jobs,
-            progress: quiet(),
-            retries: self.oracle.retries,
-        };
+        let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, quiet());
         let mut budget = items.len();
         let result = labeler.label(&mut log, &items, &mut budget);
         let _ = std::fs::remove_dir_all(&labeler.work_dir);

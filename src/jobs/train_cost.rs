@@ -171,19 +171,10 @@ impl TrainCostJob {
         self.refuse_to_overwrite(&paths.model, &graphs, &oracle)?;
         let init = self.init_model.as_deref().map(|p| Ensemble::load(p, &device)).transpose()?;
         let mut log = super::oracle_runs::open_log(&paths.labels)?;
-        let work_dir = super::oracle_runs::work_dir();
         let labelers: Vec<Labeler> = graphs
             .iter()
             .zip(&self.egraphs)
-            .map(|(graph, path)| Labeler {
-                oracle: &oracle,
-                egraph_path: path,
-                graph,
-                work_dir: work_dir.clone(),
-                jobs: self.oracle.jobs,
-                progress: progress.clone(),
-                retries: self.oracle.retries,
-            })
+            .map(|(graph, path)| Labeler::new(&oracle, &self.oracle, path, graph, progress.clone()))
             .collect();
         let optimiser =
             SmoothE { config: self.smoothe.clone(), seed: self.seed, device: device.clone(), progress: quiet() };
@@ -207,7 +198,8 @@ impl TrainCostJob {
         } else {
             train_corpus(&designs, &mut log, &self.train_cost, &optimiser, init, &device).map(|o| (o.model, o.designs))
         };
-        let _ = std::fs::remove_dir_all(&work_dir);
+        // Every labeller writes under the same per-process directory.
+        let _ = std::fs::remove_dir_all(&labelers[0].work_dir);
         let (model, outcomes) = outcome?;
         model.save(&paths.model)?;
         let mut bests = Vec::new();

@@ -225,24 +225,41 @@ pub fn train_cost(
     let labelled =
         |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction);
     let mut data = labelled(log)?;
-    let refit = |data: &[Labelled], seed: u64| match init {
-        None => fit(original, problem, data, config, &fingerprint, &oracle_id, seed, device),
-        Some(init) => {
-            let Some(reference_cost) = base_costs[1] else {
-                bail!("the oracle call on the dag-greedy extraction failed; adapting a model needs its cost");
-            };
-            let featurizer = Featurizer::new(init.meta.features.kind, problem, original, &init.meta.features.names);
-            let reference = Reference::of(problem, &featurizer)?;
-            let d = reference.relative_data(&featurizer, data, reference_cost)?;
-            let mut model = fine_tune(init, &d.rows, &d.targets, &d.test, &config.train, seed, device)?;
-            let frame = model.meta.relative.get_or_insert_with(Default::default);
-            frame.record(&fingerprint, reference_cost, reference.nodes);
-            if !model.meta.egraphs.contains(&fingerprint) {
-                model.meta.egraphs.push(fingerprint.clone());
+    // The layout every fit of this design reads, built once: the design's
+    // own vocabulary, or the initial model's (with the design's reference
+    // extraction, which relative features are measured from).
+    let featurizer = match init {
+        None => Featurizer::fresh(config.features, problem, original),
+        Some(m) => Featurizer::new(m.meta.features.kind, problem, original, &m.meta.features.names),
+    };
+    let reference = init.map(|_| Reference::of(problem, &featurizer)).transpose()?;
+    let refit = |data: &[Labelled], seed: u64| -> Result<Ensemble> {
+        let mut model = match (init, &reference) {
+            (Some(init), Some(reference)) => {
+                let Some(reference_cost) = base_costs[1] else {
+                    bail!("the oracle call on the dag-greedy extraction failed; adapting a model needs its cost");
+                };
+                let d = reference.relative_data(&featurizer, data, reference_cost)?;
+                let mut model = fine_tune(init, &d.rows, &d.targets, &d.test, &config.train, seed, device)?;
+                let frame = model.meta.relative.get_or_insert_with(Default::default);
+                frame.record(&fingerprint, reference_cost, reference.nodes);
+                if !model.meta.egraphs.contains(&fingerprint) {
+                    model.meta.egraphs.push(fingerprint.clone());
+                }
+                model
             }
-            model.meta.oracle = oracle_id.clone();
-            Ok(model)
-        }
+            _ => {
+                let x: Vec<Vec<f64>> =
+                    data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
+                let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
+                let test: Vec<bool> = data.iter().map(|l| l.test).collect();
+                let mut model = train(&x, &y, &test, featurizer.layout.clone(), &config.train, seed, device)?;
+                model.meta.egraphs = vec![fingerprint.clone()];
+                model
+            }
+        };
+        model.meta.oracle = oracle_id.clone();
+        Ok(model)
     };
     let mut model = refit(&data, smoothe.seed)?;
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
@@ -356,25 +373,4 @@ pub fn train_cost(
     let best_cost = best.cost;
     let best = problem.to_original(&best.extraction).restricted_to_reachable(original)?;
     Ok(TrainCostOutcome { model, rounds, best, best_cost })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn fit(
-    original: &EGraph,
-    problem: &Reduced,
-    data: &[Labelled],
-    config: &TrainCostConfig,
-    fingerprint: &str,
-    oracle_id: &str,
-    seed: u64,
-    device: &Device,
-) -> Result<Ensemble> {
-    let featurizer = Featurizer::fresh(config.features, problem, original);
-    let x: Vec<Vec<f64>> = data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
-    let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
-    let test: Vec<bool> = data.iter().map(|l| l.test).collect();
-    let mut model = train(&x, &y, &test, featurizer.layout.clone(), &config.train, seed, device)?;
-    model.meta.egraphs = vec![fingerprint.to_string()];
-    model.meta.oracle = oracle_id.to_string();
-    Ok(model)
 }

@@ -3,7 +3,7 @@
 //! labels already in the log reused for free.
 
 use super::labels::{Label, LabelLog};
-use super::oracle::{Oracle, Verdict};
+use super::oracle::{Oracle, OracleSettings, Verdict};
 use super::{extraction_key, oracle_file};
 use crate::egraph::EGraph;
 use crate::extraction::OriginalExtraction;
@@ -47,7 +47,29 @@ pub struct Labeler<'a> {
     pub retries: usize,
 }
 
-impl Labeler<'_> {
+impl<'a> Labeler<'a> {
+    /// A labeller for `graph` (read from `egraph_path`) with the parallelism
+    /// and retries of `settings`, writing oracle input files under a
+    /// per-process temporary directory ([`Labeler::work_dir`], which the
+    /// caller removes when done).
+    pub fn new(
+        oracle: &'a Oracle,
+        settings: &OracleSettings,
+        egraph_path: &'a Path,
+        graph: &'a EGraph,
+        progress: Observer,
+    ) -> Self {
+        Labeler {
+            oracle,
+            egraph_path,
+            graph,
+            work_dir: std::env::temp_dir().join(format!("smoothe-oracle-{}", std::process::id())),
+            jobs: settings.jobs,
+            progress,
+            retries: settings.retries,
+        }
+    }
+
     /// The log key of `extraction` (original ids).
     pub fn key(&self, extraction: &OriginalExtraction, oracle_id: &str) -> Result<(String, String, String)> {
         Ok((self.graph.fingerprint(), extraction_key(self.graph, extraction)?, oracle_id.to_string()))
