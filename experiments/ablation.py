@@ -24,18 +24,11 @@ and ablation.svg. `--report` redraws the table and plot from the CSVs;
 import csv
 import json
 import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "datasets"
-BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
-# The oracle exports BLIF with this same binary, not whatever the checkout
-# holds at the moment (a rebuild during a run would fail its calls).
-os.environ.setdefault("SMOOTHE", str(BIN))
-ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
+from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, run
+
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
 JOBS = max(1, int(os.environ.get("JOBS", "2")) // PAR)
@@ -45,17 +38,6 @@ CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
 METHODS = ["loop", "sampler", "random", "anneal"]
 MODEL_FREE = ["sampler", "random", "anneal"]
 OUT = ROOT / "experiments" / "out" / "ablation"
-HERE = ROOT / "experiments"
-
-
-def run(cmd):
-    print(" ".join(map(str, cmd)), file=sys.stderr)
-    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def oracle(graph, extraction):
-    p = subprocess.run([str(ORACLE), str(graph), str(extraction)], capture_output=True, text=True)
-    return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
 
 
 def curve(log):

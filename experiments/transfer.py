@@ -24,19 +24,13 @@ table and plot from the CSV.
 import csv
 import json
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "datasets"
-BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
-# The oracle exports BLIF with this same binary, not whatever the checkout
-# holds at the moment (a rebuild during a run would fail its calls).
-os.environ.setdefault("SMOOTHE", str(BIN))
-ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
+from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, run
+
 BUDGET = int(os.environ.get("BUDGET", "100"))
 FT = int(os.environ.get("FT", "30"))
 SEED = int(os.environ.get("SEED", "0"))
@@ -45,7 +39,6 @@ STEPS = os.environ.get("STEPS", "1000")
 ESYN = [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))]
 OTHER = ["boole/mul16"]
 OUT = ROOT / "experiments" / "out" / "transfer"
-HERE = ROOT / "experiments"
 COMMON = ["--seed", SEED, "--threads", 1, "-q"]
 
 
@@ -53,23 +46,10 @@ def graph(c):
     return SHARED / f"{c}.json"
 
 
-def run(cmd, check=True):
-    print(" ".join(map(str, cmd)), file=sys.stderr)
-    p = subprocess.run([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"{cmd}: {p.stderr}")
-    return p
-
-
-def oracle(c, extraction):
-    p = subprocess.run([str(ORACLE), str(graph(c)), str(extraction)], capture_output=True, text=True)
-    return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
-
-
 def extract(c, out, *args):
     """A step-bounded extraction (deterministic for the seed), measured."""
     run([BIN, "extract", *args, *COMMON, "--time-limit", 0, "--steps", STEPS, "-o", out, graph(c)])
-    return oracle(c, out)
+    return oracle(graph(c), out)
 
 
 def corpus():
@@ -104,14 +84,14 @@ def one(task):
     if baselines.get("greedy") is None:
         for m in ["greedy", "dag-greedy"]:
             run([BIN, "extract", "--method", m, "-q", "-o", d / f"{m}.json", graph(c)])
-            row[m.replace("-", "_")] = oracle(c, d / f"{m}.json")
+            row[m.replace("-", "_")] = oracle(graph(c), d / f"{m}.json")
     p = run([BIN, "extract", "--model", loo, *COMMON, "--time-limit", 0, "--steps", STEPS, "-o", d / "zero.json",
              graph(c)], check=False)
     if p.returncode != 0:
         row["zero_call"] = None
         row["note"] = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
     else:
-        row["zero_call"] = oracle(c, d / "zero.json")
+        row["zero_call"] = oracle(graph(c), d / "zero.json")
         z = json.load(open(d / "zero.json"))
         row["zero_call_predicted"] = z["prediction"]["mean"]
         row["note"] = ""

@@ -1,0 +1,31 @@
+"""What the ABC-oracle experiments (ablation.py, transfer.py) share: paths,
+the smoothe binary under test, running a command, and measuring an
+extraction with the ABC area oracle."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "experiments"
+SHARED = ROOT.parent / "shared" / "datasets"
+BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
+# The oracle exports BLIF with this same binary, not whatever the checkout
+# holds at the moment (a rebuild during a run would fail its calls).
+os.environ.setdefault("SMOOTHE", str(BIN))
+ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
+
+
+def run(cmd, check=True):
+    """Runs `cmd` (logged to stderr); with `check`, a failure raises with its stderr."""
+    print(" ".join(map(str, cmd)), file=sys.stderr)
+    p = subprocess.run([str(c) for c in cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{cmd}: {p.stderr}")
+    return p
+
+
+def oracle(graph, extraction):
+    """The ABC area of an extraction file of the e-graph at `graph`, or None."""
+    p = subprocess.run([str(ORACLE), str(graph), str(extraction)], capture_output=True, text=True)
+    return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
