@@ -81,7 +81,7 @@ impl QuadraticCost {
         let file: PairFile =
             serde_json::from_str(&text).with_context(|| format!("{}: invalid pair file", path.display()))?;
         let mut reduced_of = std::collections::HashMap::new();
-        for n in 0..problem.graph.num_nodes() as NodeIdx {
+        for n in problem.graph.nodes() {
             for &(_, o) in problem.origin(n) {
                 reduced_of.insert(original.node_name(o).to_string(), n);
             }
@@ -103,8 +103,8 @@ impl QuadraticCost {
             pairs.push((find(a)?, find(b)?, *c));
         }
         let k = pairs.len();
-        let first = Tensor::from_vec(pairs.iter().map(|p| p.0).collect::<Vec<u32>>(), k, device)?;
-        let second = Tensor::from_vec(pairs.iter().map(|p| p.1).collect::<Vec<u32>>(), k, device)?;
+        let first = Tensor::from_vec(pairs.iter().map(|p| p.0.raw()).collect::<Vec<u32>>(), k, device)?;
+        let second = Tensor::from_vec(pairs.iter().map(|p| p.1.raw()).collect::<Vec<u32>>(), k, device)?;
         let weights = Tensor::from_vec(pairs.iter().map(|p| p.2).collect::<Vec<f64>>(), (k, 1), device)?;
         Ok(QuadraticCost { linear: LinearCost::new(&problem.graph, device)?, first, second, weights, pairs })
     }
@@ -129,10 +129,10 @@ impl CostModel for QuadraticCost {
         let Ok(order) = extraction.check(&self.linear.graph) else { return f64::INFINITY };
         let mut chosen = vec![false; self.linear.graph.num_nodes()];
         for c in order {
-            if let Some(n) = extraction.choices[c as usize] {
-                chosen[n as usize] = true;
+            if let Some(n) = extraction.choices[c.index()] {
+                chosen[n.index()] = true;
             }
         }
-        linear + self.pairs.iter().filter(|p| chosen[p.0 as usize] && chosen[p.1 as usize]).map(|p| p.2).sum::<f64>()
+        linear + self.pairs.iter().filter(|p| chosen[p.0.index()] && chosen[p.1.index()]).map(|p| p.2).sum::<f64>()
     }
 }

@@ -3,13 +3,95 @@
 //! Nodes and classes are numbered `0..n`; children are stored as *class*
 //! indices in one CSR array, and each class lists its nodes in another.
 //! String ids from the input file are kept only for output.
+//!
+//! Node and class indices are distinct types, [`NodeIdx`] and [`ClassIdx`]:
+//!
+//! ```
+//! let json = r#"{"nodes": {
+//!     "x": {"op": "x", "children": [], "eclass": "a", "cost": 1.0},
+//!     "f": {"op": "f", "children": ["x"], "eclass": "r", "cost": 2.0}},
+//!   "root_eclasses": ["r"]}"#;
+//! let g = smoothe::load::parse_str(json).unwrap();
+//! let root = g.roots()[0];
+//! let f = g.class_nodes(root)[0];
+//! assert_eq!((g.op(f), g.cost(f)), ("f", 2.0));
+//! assert_eq!(g.class_name(g.children(f)[0]), "a");
+//! ```
+//!
+//! so asking for the children of a class, rather than of a node, does not
+//! compile:
+//!
+//! ```compile_fail
+//! # let json = r#"{"nodes": {"x": {"op": "x", "children": [], "eclass": "a", "cost": 1.0}},
+//! #   "root_eclasses": ["a"]}"#;
+//! let g = smoothe::load::parse_str(json).unwrap();
+//! g.children(g.roots()[0]);
+//! ```
 
 use anyhow::{bail, Result};
 
-/// Dense node index.
-pub type NodeIdx = u32;
-/// Dense class index.
-pub type ClassIdx = u32;
+/// Defines a dense `u32` index newtype: cheap to copy, ordered, and
+/// impossible to pass where the other kind of index is expected.
+macro_rules! dense_index {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        #[repr(transparent)]
+        pub struct $name(u32);
+
+        impl $name {
+            /// The index with number `i`. Assumes `i` fits in a `u32`, as
+            /// every index of a loaded e-graph does.
+            #[inline]
+            pub fn new(i: usize) -> Self {
+                debug_assert!(i <= u32::MAX as usize, "index {i} does not fit in u32");
+                $name(i as u32)
+            }
+            /// The index with raw number `i`.
+            #[inline]
+            pub const fn from_raw(i: u32) -> Self {
+                $name(i)
+            }
+            /// The index as a position in a `Vec` or slice.
+            #[inline]
+            pub const fn index(self) -> usize {
+                self.0 as usize
+            }
+            /// The raw number (for tensors and hashing).
+            #[inline]
+            pub const fn raw(self) -> u32 {
+                self.0
+            }
+            /// The indices `0..n`.
+            pub fn range(n: usize) -> impl DoubleEndedIterator<Item = $name> + ExactSizeIterator + Clone {
+                (0..n as u32).map($name)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+
+dense_index!(
+    /// Dense index of an e-node in one [`EGraph`] (printed `n5`).
+    NodeIdx,
+    "n"
+);
+dense_index!(
+    /// Dense index of an e-class in one [`EGraph`] (printed `c5`).
+    ClassIdx,
+    "c"
+);
 
 /// One e-node as handed to [`EGraph::new`]: the input form before indexing.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,19 +131,22 @@ pub struct EGraph {
 
 /// Builds CSR offsets and items from `(key, item)` pairs with keys `< n`,
 /// keeping the items of each key in input order.
-pub(crate) fn csr_from_pairs(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u32>, Vec<u32>) {
+pub(crate) fn csr_from_pairs<T: Copy + Default>(
+    n: usize,
+    pairs: impl Iterator<Item = (usize, T)> + Clone,
+) -> (Vec<u32>, Vec<T>) {
     let mut start = vec![0u32; n + 1];
     for (k, _) in pairs.clone() {
-        start[k as usize + 1] += 1;
+        start[k + 1] += 1;
     }
     for i in 0..n {
         start[i + 1] += start[i];
     }
     let mut fill = start.clone();
-    let mut items = vec![0u32; start[n] as usize];
+    let mut items = vec![T::default(); start[n] as usize];
     for (k, v) in pairs {
-        items[fill[k as usize] as usize] = v;
-        fill[k as usize] += 1;
+        items[fill[k] as usize] = v;
+        fill[k] += 1;
     }
     (start, items)
 }
@@ -77,21 +162,21 @@ impl EGraph {
             bail!("the e-graph has no root class");
         }
         for &r in &roots {
-            if r as usize >= num_classes {
+            if r.index() >= num_classes {
                 bail!("root class index {r} is out of range ({num_classes} classes)");
             }
         }
         let mut roots = roots;
         let mut seen = vec![false; num_classes];
-        roots.retain(|&r| !std::mem::replace(&mut seen[r as usize], true));
+        roots.retain(|&r| !std::mem::replace(&mut seen[r.index()], true));
         for n in &nodes {
             if !n.cost.is_finite() {
                 bail!("node {}: cost {} is not a finite number", n.name, n.cost);
             }
-            if n.class as usize >= num_classes {
+            if n.class.index() >= num_classes {
                 bail!("node {}: class index {} is out of range", n.name, n.class);
             }
-            if let Some(&c) = n.children.iter().find(|&&c| c as usize >= num_classes) {
+            if let Some(&c) = n.children.iter().find(|&&c| c.index() >= num_classes) {
                 bail!("node {}: child class index {c} is out of range", n.name);
             }
         }
@@ -103,14 +188,14 @@ impl EGraph {
             child_start.push(child_classes.len() as u32);
         }
         let (class_node_start, class_nodes) =
-            csr_from_pairs(num_classes, nodes.iter().enumerate().map(|(i, n)| (n.class, i as u32)));
+            csr_from_pairs(num_classes, nodes.iter().enumerate().map(|(i, n)| (n.class.index(), NodeIdx::new(i))));
         let (parent_start, parent_nodes) = {
             let mut pairs = Vec::with_capacity(child_classes.len());
             for (i, n) in nodes.iter().enumerate() {
                 let mut kids = n.children.clone();
                 kids.sort_unstable();
                 kids.dedup();
-                pairs.extend(kids.into_iter().map(|c| (c, i as u32)));
+                pairs.extend(kids.into_iter().map(|c| (c.index(), NodeIdx::new(i))));
             }
             csr_from_pairs(num_classes, pairs.into_iter())
         };
@@ -152,28 +237,36 @@ impl EGraph {
     pub fn num_edges(&self) -> usize {
         self.child_classes.len()
     }
+    /// All node indices, in order.
+    pub fn nodes(&self) -> impl DoubleEndedIterator<Item = NodeIdx> + ExactSizeIterator + Clone {
+        NodeIdx::range(self.num_nodes())
+    }
+    /// All class indices, in order.
+    pub fn classes(&self) -> impl DoubleEndedIterator<Item = ClassIdx> + ExactSizeIterator + Clone {
+        ClassIdx::range(self.num_classes())
+    }
     /// Root classes (deduplicated, in input order).
     pub fn roots(&self) -> &[ClassIdx] {
         &self.roots
     }
     /// Child classes of node `n`, in operand order.
     pub fn children(&self, n: NodeIdx) -> &[ClassIdx] {
-        let n = n as usize;
+        let n = n.index();
         &self.child_classes[self.child_start[n] as usize..self.child_start[n + 1] as usize]
     }
     /// Nodes of class `c`.
     pub fn class_nodes(&self, c: ClassIdx) -> &[NodeIdx] {
-        let c = c as usize;
+        let c = c.index();
         &self.class_nodes[self.class_node_start[c] as usize..self.class_node_start[c + 1] as usize]
     }
     /// Nodes that have class `c` among their children (each listed once).
     pub fn parents(&self, c: ClassIdx) -> &[NodeIdx] {
-        let c = c as usize;
+        let c = c.index();
         &self.parent_nodes[self.parent_start[c] as usize..self.parent_start[c + 1] as usize]
     }
     /// Cost of node `n`.
     pub fn cost(&self, n: NodeIdx) -> f64 {
-        self.node_cost[n as usize]
+        self.node_cost[n.index()]
     }
     /// All node costs, indexed by node.
     pub fn costs(&self) -> &[f64] {
@@ -181,19 +274,19 @@ impl EGraph {
     }
     /// Class of node `n`.
     pub fn class_of(&self, n: NodeIdx) -> ClassIdx {
-        self.node_class[n as usize]
+        self.node_class[n.index()]
     }
     /// Operator of node `n`.
     pub fn op(&self, n: NodeIdx) -> &str {
-        &self.node_ops[n as usize]
+        &self.node_ops[n.index()]
     }
     /// Original id of node `n`.
     pub fn node_name(&self, n: NodeIdx) -> &str {
-        &self.node_names[n as usize]
+        &self.node_names[n.index()]
     }
     /// Original id of class `c`.
     pub fn class_name(&self, c: ClassIdx) -> &str {
-        &self.class_names[c as usize]
+        &self.class_names[c.index()]
     }
     /// Whether node `n` has its own class as a child (it can never be chosen).
     pub fn is_self_loop(&self, n: NodeIdx) -> bool {
@@ -206,7 +299,7 @@ impl EGraph {
     pub fn fingerprint(&self) -> String {
         let mut bytes = Vec::new();
         let mut eat = |b: &[u8]| bytes.extend_from_slice(b);
-        for n in 0..self.num_nodes() as u32 {
+        for n in self.nodes() {
             eat(self.node_name(n).as_bytes());
             eat(&[0]);
             eat(self.op(n).as_bytes());
@@ -214,11 +307,11 @@ impl EGraph {
             eat(self.class_name(self.class_of(n)).as_bytes());
             eat(&self.cost(n).to_le_bytes());
             for &c in self.children(n) {
-                eat(&c.to_le_bytes());
+                eat(&c.raw().to_le_bytes());
             }
         }
         for &r in &self.roots {
-            eat(&r.to_le_bytes());
+            eat(&r.raw().to_le_bytes());
         }
         hash_hex(&bytes)
     }

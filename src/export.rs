@@ -47,7 +47,7 @@ pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Resu
     // Wires start with `_n` so they never collide with input names.
     let wire = |c: ClassIdx| format!("_n{}", sanitize(g.class_name(c)));
     for &c in &order {
-        let n: NodeIdx = extraction.choices()[c as usize].expect("checked");
+        let n: NodeIdx = extraction.choices()[c.index()].expect("checked");
         let op = g.op(n);
         let name = wire(c);
         let kids: Vec<Signal> = g.children(n).iter().map(|k| signal[k].clone()).collect();

@@ -96,7 +96,7 @@ impl Extraction {
     /// with the defect when the extraction is invalid.
     pub fn dag_cost(&self, g: &EGraph) -> std::result::Result<f64, Defect> {
         let order = self.check(g)?;
-        Ok(order.iter().map(|&c| g.cost(self.choices[c as usize].expect("checked"))).sum())
+        Ok(order.iter().map(|&c| g.cost(self.choices[c.index()].expect("checked"))).sum())
     }
 
     /// Tree cost: a shared class counted once per use. Errors with the
@@ -105,10 +105,10 @@ impl Extraction {
         let order = self.check(g)?;
         let mut cost = vec![0.0f64; g.num_classes()];
         for &c in &order {
-            let n = self.choices[c as usize].expect("checked");
-            cost[c as usize] = g.cost(n) + g.children(n).iter().map(|&k| cost[k as usize]).sum::<f64>();
+            let n = self.choices[c.index()].expect("checked");
+            cost[c.index()] = g.cost(n) + g.children(n).iter().map(|&k| cost[k.index()]).sum::<f64>();
         }
-        Ok(g.roots().iter().map(|&r| cost[r as usize]).sum())
+        Ok(g.roots().iter().map(|&r| cost[r.index()]).sum())
     }
 
     /// Keeps only the choices of classes reachable from the roots.
@@ -117,7 +117,7 @@ impl Extraction {
         let order = self.check(g)?;
         let mut out = Extraction::empty(g.num_classes());
         for c in order {
-            out.choices[c as usize] = self.choices[c as usize];
+            out.choices[c.index()] = self.choices[c.index()];
         }
         Ok(out)
     }
@@ -203,7 +203,7 @@ impl OriginalExtraction {
             .check(g)?
             .into_iter()
             .map(|c| {
-                (g.class_name(c).to_string(), g.node_name(self.0.choices[c as usize].expect("checked")).to_string())
+                (g.class_name(c).to_string(), g.node_name(self.0.choices[c.index()].expect("checked")).to_string())
             })
             .collect();
         entries.sort();
@@ -239,9 +239,8 @@ impl OriginalExtraction {
             Some(_) => bail!("\"choices\" is not an object"),
             None => value.as_object().ok_or_else(|| anyhow!("expected a JSON object of class id -> node id"))?,
         };
-        let class_index: HashMap<&str, ClassIdx> =
-            (0..g.num_classes() as ClassIdx).map(|c| (g.class_name(c), c)).collect();
-        let node_index: HashMap<&str, NodeIdx> = (0..g.num_nodes() as NodeIdx).map(|n| (g.node_name(n), n)).collect();
+        let class_index: HashMap<&str, ClassIdx> = g.classes().map(|c| (g.class_name(c), c)).collect();
+        let node_index: HashMap<&str, NodeIdx> = g.nodes().map(|n| (g.node_name(n), n)).collect();
         let mut out = Extraction::empty(g.num_classes());
         for (class, node) in map {
             let node = match node {
@@ -253,7 +252,7 @@ impl OriginalExtraction {
             let n = *node_index
                 .get(node.as_str())
                 .ok_or_else(|| anyhow!("class {class:?}: node {node:?} is not in the e-graph (or is subsumed)"))?;
-            out.choices[c as usize] = Some(n);
+            out.choices[c.index()] = Some(n);
         }
         Ok(OriginalExtraction(out))
     }
@@ -292,23 +291,23 @@ pub(crate) fn walk_choices(
         node: g.node_name(node).into(),
     };
     for &root in g.roots() {
-        if state[root as usize] != NEW {
+        if state[root.index()] != NEW {
             continue;
         }
-        let Some(node) = choices[root as usize] else {
+        let Some(node) = choices[root.index()] else {
             missing(None, root)?;
             continue;
         };
         if g.class_of(node) != root {
             return Err(wrong_class(root, node));
         }
-        state[root as usize] = ON_PATH;
+        state[root.index()] = ON_PATH;
         frames.push((root, 0));
         while let Some(&(c, pos)) = frames.last() {
-            let node = choices[c as usize].expect("classes on the path are chosen");
+            let node = choices[c.index()].expect("classes on the path are chosen");
             let kids = g.children(node);
             if pos == kids.len() {
-                state[c as usize] = DONE;
+                state[c.index()] = DONE;
                 order.push(c);
                 frames.pop();
                 continue;
@@ -317,7 +316,7 @@ pub(crate) fn walk_choices(
                 top.1 += 1;
             }
             let k = kids[pos];
-            match state[k as usize] {
+            match state[k.index()] {
                 DONE => {}
                 ON_PATH => {
                     let from = frames.iter().position(|&(f, _)| f == k).unwrap_or(0);
@@ -326,14 +325,14 @@ pub(crate) fn walk_choices(
                     cycle(&path)?;
                 }
                 _ => {
-                    let Some(kn) = choices[k as usize] else {
+                    let Some(kn) = choices[k.index()] else {
                         missing(Some(node), k)?;
                         continue;
                     };
                     if g.class_of(kn) != k {
                         return Err(wrong_class(k, kn));
                     }
-                    state[k as usize] = ON_PATH;
+                    state[k.index()] = ON_PATH;
                     frames.push((k, 0));
                 }
             }

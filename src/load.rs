@@ -131,7 +131,7 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
     let mut node_class: HashMap<&str, ClassIdx> = HashMap::with_capacity(raw.nodes.0.len());
     for (id, node) in &raw.nodes.0 {
         let name = node.eclass.text();
-        let next = class_names.len() as ClassIdx;
+        let next = ClassIdx::new(class_names.len());
         let c = *class_index.entry(name.clone()).or_insert_with(|| {
             class_names.push(name);
             next
@@ -161,15 +161,15 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
             bail!("node {id:?}: cost {} is not a finite number", node.cost);
         }
         let class = node_class[id.as_str()];
-        class_has_live_node[class as usize] = true;
+        class_has_live_node[class.index()] = true;
         specs.push(NodeSpec { name: id.clone(), op: node.op.clone(), cost: node.cost, class, children });
     }
     if specs.is_empty() {
         bail!("the e-graph has no nodes that are not subsumed");
     }
     for s in &specs {
-        if let Some(&c) = s.children.iter().find(|&&c| !class_has_live_node[c as usize]) {
-            bail!("node {:?}: child class {:?} has only subsumed nodes", s.name, class_names[c as usize]);
+        if let Some(&c) = s.children.iter().find(|&&c| !class_has_live_node[c.index()]) {
+            bail!("node {:?}: child class {:?} has only subsumed nodes", s.name, class_names[c.index()]);
         }
     }
     let roots: Vec<ClassIdx> = match raw.root_eclasses.as_deref() {
@@ -177,7 +177,7 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
             let mut roots = Vec::with_capacity(list.len());
             for r in list {
                 match class_index.get(&r.text()) {
-                    Some(&c) if class_has_live_node[c as usize] => roots.push(c),
+                    Some(&c) if class_has_live_node[c.index()] => roots.push(c),
                     Some(_) => bail!("root class {:?} has only subsumed nodes", r.text()),
                     None => bail!("root class {:?} names no class in the e-graph", r.text()),
                 }
@@ -189,12 +189,12 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
             for s in &specs {
                 for &c in &s.children {
                     if c != s.class {
-                        pointed[c as usize] = true;
+                        pointed[c.index()] = true;
                     }
                 }
             }
-            let roots: Vec<ClassIdx> = (0..class_names.len() as ClassIdx)
-                .filter(|&c| class_has_live_node[c as usize] && !pointed[c as usize])
+            let roots: Vec<ClassIdx> = ClassIdx::range(class_names.len())
+                .filter(|&c| class_has_live_node[c.index()] && !pointed[c.index()])
                 .collect();
             if roots.is_empty() {
                 bail!("no root_eclasses given, and every class has a parent, so no root can be inferred");

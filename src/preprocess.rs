@@ -49,15 +49,15 @@ impl Reduced {
     /// The original (class, node) pairs reduced node `n` stands for: the
     /// node itself first, then every class merged into it.
     pub fn origin(&self, n: NodeIdx) -> &[(ClassIdx, NodeIdx)] {
-        &self.origin[n as usize]
+        &self.origin[n.index()]
     }
 
     /// Maps an extraction of the reduced graph back to the original graph.
     pub fn to_original(&self, reduced: &Extraction) -> OriginalExtraction {
         let mut out = Extraction::empty(self.num_original_classes);
         for n in reduced.choices.iter().flatten() {
-            for &(c, orig) in &self.origin[*n as usize] {
-                out.choices[c as usize] = Some(orig);
+            for &(c, orig) in &self.origin[(*n).index()] {
+                out.choices[c.index()] = Some(orig);
             }
         }
         OriginalExtraction::of_original(out)
@@ -67,10 +67,10 @@ impl Reduced {
     /// `None` when it uses a node that preprocessing removed.
     pub fn from_original(&self, original: &OriginalExtraction) -> Option<Extraction> {
         let mut out = Extraction::empty(self.graph.num_classes());
-        for (n, pairs) in self.origin.iter().enumerate() {
+        for (n, pairs) in self.graph.nodes().zip(&self.origin) {
             let (c, orig) = pairs[0];
-            if original.choices().get(c as usize).copied().flatten() == Some(orig) {
-                out.choices[self.graph.class_of(n as NodeIdx) as usize] = Some(n as NodeIdx);
+            if original.choices().get(c.index()).copied().flatten() == Some(orig) {
+                out.choices[self.graph.class_of(n).index()] = Some(n);
             }
         }
         out.is_valid(&self.graph).then_some(out)
@@ -91,16 +91,16 @@ struct Work {
 pub fn preprocess(g: &EGraph) -> Result<Reduced> {
     let nn = g.num_nodes();
     let mut w = Work {
-        class: (0..nn as NodeIdx).map(|n| g.class_of(n)).collect(),
-        children: (0..nn as NodeIdx).map(|n| g.children(n).to_vec()).collect(),
+        class: NodeIdx::range(nn).map(|n| g.class_of(n)).collect(),
+        children: NodeIdx::range(nn).map(|n| g.children(n).to_vec()).collect(),
         cost: g.costs().to_vec(),
-        origin: (0..nn as NodeIdx).map(|n| vec![(g.class_of(n), n)]).collect(),
+        origin: NodeIdx::range(nn).map(|n| vec![(g.class_of(n), n)]).collect(),
         alive: vec![true; nn],
     };
     let mut stats = PreprocessStats::default();
     let mut is_root = vec![false; g.num_classes()];
     for &r in g.roots() {
-        is_root[r as usize] = true;
+        is_root[r.index()] = true;
     }
     loop {
         let before = stats.clone();
@@ -111,11 +111,11 @@ pub fn preprocess(g: &EGraph) -> Result<Reduced> {
         }
     }
     // Rebuild a dense graph from the surviving nodes.
-    let mut class_map = vec![u32::MAX; g.num_classes()];
+    let mut class_map: Vec<Option<ClassIdx>> = vec![None; g.num_classes()];
     let mut class_names = Vec::new();
     for n in 0..nn {
-        if w.alive[n] && class_map[w.class[n] as usize] == u32::MAX {
-            class_map[w.class[n] as usize] = class_names.len() as u32;
+        if w.alive[n] && class_map[w.class[n].index()].is_none() {
+            class_map[w.class[n].index()] = Some(ClassIdx::new(class_names.len()));
             class_names.push(g.class_name(w.class[n]).to_string());
         }
     }
@@ -126,15 +126,18 @@ pub fn preprocess(g: &EGraph) -> Result<Reduced> {
             continue;
         }
         specs.push(NodeSpec {
-            name: g.node_name(n as NodeIdx).to_string(),
-            op: g.op(n as NodeIdx).to_string(),
+            name: g.node_name(NodeIdx::new(n)).to_string(),
+            op: g.op(NodeIdx::new(n)).to_string(),
             cost: w.cost[n],
-            class: class_map[w.class[n] as usize],
-            children: w.children[n].iter().map(|&c| class_map[c as usize]).collect(),
+            class: class_map[w.class[n].index()].expect("a live node's class is kept"),
+            children: w.children[n]
+                .iter()
+                .map(|&c| class_map[c.index()].expect("a live node's children are kept"))
+                .collect(),
         });
         origin.push(std::mem::take(&mut w.origin[n]));
     }
-    let roots = g.roots().iter().map(|&r| class_map[r as usize]).collect();
+    let roots = g.roots().iter().map(|&r| class_map[r.index()].expect("roots are kept")).collect();
     let graph = EGraph::new(class_names, specs, roots)?;
     let sccs = Sccs::new(&graph);
     Ok(Reduced { graph, sccs, stats, origin, num_original_classes: g.num_classes() })
@@ -163,7 +166,7 @@ fn prune(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Result<()> {
         kids.dedup();
         missing[n] = kids.len() as u32;
         for k in kids {
-            parents[k as usize].push(n as u32);
+            parents[k.index()].push(n as u32);
         }
     }
     let mut derivable_class = vec![false; nc];
@@ -171,7 +174,7 @@ fn prune(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Result<()> {
     let mut queue: Vec<usize> = (0..nn).filter(|&n| w.alive[n] && missing[n] == 0).collect();
     while let Some(n) = queue.pop() {
         derivable[n] = true;
-        let c = w.class[n] as usize;
+        let c = w.class[n].index();
         if std::mem::replace(&mut derivable_class[c], true) {
             continue;
         }
@@ -183,7 +186,7 @@ fn prune(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Result<()> {
         }
     }
     for &r in g.roots() {
-        if !derivable_class[r as usize] {
+        if !derivable_class[r.index()] {
             bail!("no valid extraction exists: every choice for root class {:?} leads to a cycle", g.class_name(r));
         }
     }
@@ -197,27 +200,27 @@ fn prune(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Result<()> {
     let mut nodes_of: Vec<Vec<u32>> = vec![Vec::new(); nc];
     for n in 0..nn {
         if w.alive[n] {
-            nodes_of[w.class[n] as usize].push(n as u32);
+            nodes_of[w.class[n].index()].push(n as u32);
         }
     }
     let mut reached = vec![false; nc];
     let mut stack: Vec<ClassIdx> = Vec::new();
     for &r in g.roots() {
-        if !std::mem::replace(&mut reached[r as usize], true) {
+        if !std::mem::replace(&mut reached[r.index()], true) {
             stack.push(r);
         }
     }
     while let Some(c) = stack.pop() {
-        for &n in &nodes_of[c as usize] {
+        for &n in &nodes_of[c.index()] {
             for &k in &w.children[n as usize] {
-                if !std::mem::replace(&mut reached[k as usize], true) {
+                if !std::mem::replace(&mut reached[k.index()], true) {
                     stack.push(k);
                 }
             }
         }
     }
     for n in 0..nn {
-        if w.alive[n] && !reached[w.class[n] as usize] {
+        if w.alive[n] && !reached[w.class[n].index()] {
             w.alive[n] = false;
             stats.unreachable_nodes += 1;
         }
@@ -237,11 +240,11 @@ fn merge_single_parent_classes(nc: usize, is_root: &[bool], w: &mut Work, stats:
         if !w.alive[n] {
             continue;
         }
-        node_count[w.class[n] as usize] += 1;
-        only_node[w.class[n] as usize] = n as u32;
+        node_count[w.class[n].index()] += 1;
+        only_node[w.class[n].index()] = n as u32;
         for &k in &w.children[n] {
-            in_edges[k as usize] += 1;
-            edge_holder[k as usize] = n as u32;
+            in_edges[k.index()] += 1;
+            edge_holder[k.index()] = n as u32;
         }
     }
     // A node merged away forwards to the node that absorbed it.
@@ -263,7 +266,7 @@ fn merge_single_parent_classes(nc: usize, is_root: &[bool], w: &mut Work, stats:
         if p == m {
             continue; // cannot happen without a self-loop; be safe
         }
-        let pos = w.children[p].iter().position(|&k| k as usize == c).expect("edge holder has the child");
+        let pos = w.children[p].iter().position(|&k| k.index() == c).expect("edge holder has the child");
         let spliced = std::mem::take(&mut w.children[m]);
         w.children[p].splice(pos..pos + 1, spliced);
         w.cost[p] += w.cost[m];

@@ -11,7 +11,7 @@ pub fn depth(g: &EGraph, sccs: &Sccs) -> usize {
     // Components are numbered roots-first, so one pass in order suffices.
     let mut level = vec![0usize; sccs.len()];
     for &r in g.roots() {
-        level[sccs.component_of[r as usize] as usize] = 1;
+        level[sccs.component_of[r.index()] as usize] = 1;
     }
     let mut deepest = 0;
     for i in 0..sccs.len() {
@@ -22,7 +22,7 @@ pub fn depth(g: &EGraph, sccs: &Sccs) -> usize {
         for &c in sccs.members(i) {
             for &n in g.class_nodes(c) {
                 for &k in g.children(n) {
-                    let j = sccs.component_of[k as usize] as usize;
+                    let j = sccs.component_of[k.index()] as usize;
                     if j != i {
                         level[j] = level[j].max(level[i] + 1);
                     }
@@ -35,7 +35,7 @@ pub fn depth(g: &EGraph, sccs: &Sccs) -> usize {
 
 /// The text printed by `smoothe info`.
 pub fn info(g: &EGraph, problem: &Reduced) -> String {
-    let self_loops = (0..g.num_nodes() as u32).filter(|&n| g.is_self_loop(n)).count();
+    let self_loops = g.nodes().filter(|&n| g.is_self_loop(n)).count();
     let sccs = Sccs::new(g);
     let cyclic = sccs.cyclic_sizes();
     let reduced_cyclic = problem.sccs.cyclic_sizes();

@@ -23,7 +23,7 @@ impl Sccs {
         let mut adj_start = Vec::with_capacity(n + 1);
         let mut adj = Vec::new();
         adj_start.push(0u32);
-        for c in 0..n as ClassIdx {
+        for c in ClassIdx::range(n) {
             let from = adj.len();
             for &node in g.class_nodes(c) {
                 adj.extend_from_slice(g.children(node));
@@ -43,47 +43,47 @@ impl Sccs {
         let mut index = vec![UNSEEN; n];
         let mut low = vec![0u32; n];
         let mut on_stack = vec![false; n];
-        let mut stack: Vec<u32> = Vec::new();
+        let mut stack: Vec<ClassIdx> = Vec::new();
         let mut comps_rev: Vec<Vec<ClassIdx>> = Vec::new();
         let mut next_index = 0u32;
         // Explicit DFS frames: (class, position in its adjacency).
-        let mut frames: Vec<(u32, u32)> = Vec::new();
-        for s in 0..n as u32 {
-            if index[s as usize] != UNSEEN {
+        let mut frames: Vec<(ClassIdx, u32)> = Vec::new();
+        for s in ClassIdx::range(n) {
+            if index[s.index()] != UNSEEN {
                 continue;
             }
-            frames.push((s, adj_start[s as usize]));
-            index[s as usize] = next_index;
-            low[s as usize] = next_index;
+            frames.push((s, adj_start[s.index()]));
+            index[s.index()] = next_index;
+            low[s.index()] = next_index;
             next_index += 1;
             stack.push(s);
-            on_stack[s as usize] = true;
+            on_stack[s.index()] = true;
             while let Some(&(v, pos)) = frames.last() {
-                if pos < adj_start[v as usize + 1] {
+                if pos < adj_start[v.index() + 1] {
                     let w = adj[pos as usize];
                     if let Some(top) = frames.last_mut() {
                         top.1 += 1;
                     }
-                    if index[w as usize] == UNSEEN {
-                        index[w as usize] = next_index;
-                        low[w as usize] = next_index;
+                    if index[w.index()] == UNSEEN {
+                        index[w.index()] = next_index;
+                        low[w.index()] = next_index;
                         next_index += 1;
                         stack.push(w);
-                        on_stack[w as usize] = true;
-                        frames.push((w, adj_start[w as usize]));
-                    } else if on_stack[w as usize] {
-                        low[v as usize] = low[v as usize].min(index[w as usize]);
+                        on_stack[w.index()] = true;
+                        frames.push((w, adj_start[w.index()]));
+                    } else if on_stack[w.index()] {
+                        low[v.index()] = low[v.index()].min(index[w.index()]);
                     }
                 } else {
                     frames.pop();
                     if let Some(&(parent, _)) = frames.last() {
-                        low[parent as usize] = low[parent as usize].min(low[v as usize]);
+                        low[parent.index()] = low[parent.index()].min(low[v.index()]);
                     }
-                    if low[v as usize] == index[v as usize] {
+                    if low[v.index()] == index[v.index()] {
                         let mut comp = Vec::new();
                         loop {
                             let w = stack.pop().expect("Tarjan stack holds the component");
-                            on_stack[w as usize] = false;
+                            on_stack[w.index()] = false;
                             comp.push(w);
                             if w == v {
                                 break;
@@ -103,7 +103,7 @@ impl Sccs {
             let mut comp = comp.clone();
             comp.sort_unstable();
             for &c in &comp {
-                component_of[c as usize] = i as u32;
+                component_of[c.index()] = i as u32;
             }
             members.extend(comp);
             start.push(members.len() as u32);

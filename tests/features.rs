@@ -29,7 +29,7 @@ fn random_ops_graph(seed: u64) -> EGraph {
 fn one_hot(g: &EGraph, e: &Extraction) -> Tensor {
     let mut p = vec![0f64; g.num_nodes()];
     for c in e.check(g).unwrap() {
-        p[e.choices[c as usize].unwrap() as usize] = 1.0;
+        p[e.choices[c.index()].unwrap().index()] = 1.0;
     }
     Tensor::from_vec(p, (g.num_nodes(), 1), &Device::Cpu).unwrap()
 }

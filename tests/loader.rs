@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use smoothe::egraph::{ClassIdx, NodeIdx};
 use smoothe::load::parse_with_warnings;
 use smoothe::preprocess::preprocess;
 
@@ -15,7 +16,7 @@ fn children_as_class_ids_and_numeric_eclass() {
     let (g, warnings) = parse_with_warnings(text).unwrap();
     assert!(warnings.is_empty());
     assert_eq!(g.num_classes(), 2);
-    assert_eq!(g.children(1), &[0]);
+    assert_eq!(g.children(NodeIdx::from_raw(1)), &[ClassIdx::from_raw(0)]);
     assert_eq!(g.class_name(g.roots()[0]), "1");
 }
 
@@ -43,7 +44,7 @@ fn subsumed_nodes_are_skipped() {
     let (g, _) = parse_with_warnings(text).unwrap();
     assert_eq!(g.num_nodes(), 2);
     // The child names a subsumed node, which still means its class X.
-    assert_eq!(g.class_name(g.children(1)[0]), "X");
+    assert_eq!(g.class_name(g.children(NodeIdx::from_raw(1))[0]), "X");
 }
 
 const MALFORMED: &str = "{\"nodes\": {\n  \"a\": {\"op\": \"a\",\n  }}}";

@@ -98,7 +98,7 @@ fn acyclic_graph_probabilities_are_exact() {
     let p = preprocess(&graph(&text)).unwrap();
     let relax = Relaxation::new(&p.graph, &p.sccs, Combine::Independent, TIGHT);
     let g = &p.graph;
-    let idx = |name: &str| (0..g.num_nodes() as u32).find(|&n| g.node_name(n) == name).unwrap() as usize;
+    let idx = |name: &str| g.nodes().find(|&n| g.node_name(n) == name).unwrap().index();
     let mut s = vec![0.0; g.num_nodes()];
     s[idx("f")] = 0.5;
     s[idx("a1")] = -0.3;

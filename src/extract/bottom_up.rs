@@ -59,7 +59,7 @@ pub fn finalise_bottom_up(
 ) -> (Extraction, Vec<f64>) {
     let nn = g.num_nodes();
     let nc = g.num_classes();
-    let mut missing: Vec<u32> = (0..nn as NodeIdx)
+    let mut missing: Vec<u32> = NodeIdx::range(nn)
         .map(|n| {
             let mut kids = g.children(n).to_vec();
             kids.sort_unstable();
@@ -70,22 +70,22 @@ pub fn finalise_bottom_up(
     let mut values = vec![f64::NAN; nc];
     let mut out = Extraction::empty(nc);
     let mut heap = BinaryHeap::new();
-    for n in 0..nn as NodeIdx {
-        if missing[n as usize] == 0 {
+    for n in NodeIdx::range(nn) {
+        if missing[n.index()] == 0 {
             let (k, value) = key(n, &values);
             heap.push(Entry { key: k, value, node: n });
         }
     }
     while let Some(Entry { value, node, .. }) = heap.pop() {
-        let c = g.class_of(node) as usize;
-        if out.choices[c].is_some() {
+        let c = g.class_of(node);
+        if out.choices[c.index()].is_some() {
             continue;
         }
-        out.choices[c] = Some(node);
-        values[c] = value;
-        for &p in g.parents(c as ClassIdx) {
-            missing[p as usize] -= 1;
-            if missing[p as usize] == 0 && out.choices[g.class_of(p) as usize].is_none() {
+        out.choices[c.index()] = Some(node);
+        values[c.index()] = value;
+        for &p in g.parents(c) {
+            missing[p.index()] -= 1;
+            if missing[p.index()] == 0 && out.choices[g.class_of(p).index()].is_none() {
                 let (k, value) = key(p, &values);
                 heap.push(Entry { key: k, value, node: p });
             }
@@ -104,7 +104,7 @@ pub fn finalise_bottom_up(
 /// ranks alternatives (larger is better).
 pub fn complete_acyclic(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
     let (all, _) = finalise_bottom_up(g, |n, _| {
-        let c = g.class_of(n) as usize;
+        let c = g.class_of(n).index();
         (NodeKey { preferred: preferred[c] == Some(n), score: score(n) }, 0.0)
     });
     all.restricted_to_reachable(g).unwrap_or(all)

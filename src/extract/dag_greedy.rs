@@ -35,10 +35,10 @@ impl Extractor for DagGreedy {
         let mut queued = vec![false; g.num_nodes()];
         // Min-heap on (own cost, node).
         let mut queue: BinaryHeap<Reverse<(OrdF64, NodeIdx)>> = BinaryHeap::new();
-        for n in 0..g.num_nodes() as NodeIdx {
+        for n in g.nodes() {
             if g.children(n).is_empty() {
                 queue.push(Reverse((OrdF64(g.cost(n)), n)));
-                queued[n as usize] = true;
+                queued[n.index()] = true;
             }
         }
         // Scratch membership stamps for set unions.
@@ -46,9 +46,9 @@ impl Extractor for DagGreedy {
         let mut epoch = 0u32;
         let mut kids: Vec<ClassIdx> = Vec::new();
         while let Some(Reverse((_, n))) = queue.pop() {
-            queued[n as usize] = false;
+            queued[n.index()] = false;
             let c = g.class_of(n);
-            let best = sets[c as usize].as_ref().map_or(f64::INFINITY, |s| s.total);
+            let best = sets[c.index()].as_ref().map_or(f64::INFINITY, |s| s.total);
             kids.clear();
             kids.extend_from_slice(g.children(n));
             kids.sort_unstable();
@@ -59,30 +59,30 @@ impl Extractor for DagGreedy {
             let candidate = if kids.is_empty() {
                 CostSet { members: vec![(c, g.cost(n))], total: g.cost(n), choice: n }
             } else {
-                if kids.len() == 1 && g.cost(n) + sets[kids[0] as usize].as_ref().expect("ready").total > best {
+                if kids.len() == 1 && g.cost(n) + sets[kids[0].index()].as_ref().expect("ready").total > best {
                     continue;
                 }
                 epoch += 1;
                 let biggest = *kids
                     .iter()
-                    .max_by_key(|&&k| sets[k as usize].as_ref().expect("ready").members.len())
+                    .max_by_key(|&&k| sets[k.index()].as_ref().expect("ready").members.len())
                     .expect("non-empty");
-                let mut members = sets[biggest as usize].as_ref().expect("ready").members.clone();
+                let mut members = sets[biggest.index()].as_ref().expect("ready").members.clone();
                 for &(m, _) in &members {
-                    stamp[m as usize] = epoch;
+                    stamp[m.index()] = epoch;
                 }
                 for &k in &kids {
                     if k == biggest {
                         continue;
                     }
-                    for &(m, cost) in &sets[k as usize].as_ref().expect("ready").members {
-                        if stamp[m as usize] != epoch {
-                            stamp[m as usize] = epoch;
+                    for &(m, cost) in &sets[k.index()].as_ref().expect("ready").members {
+                        if stamp[m.index()] != epoch {
+                            stamp[m.index()] = epoch;
                             members.push((m, cost));
                         }
                     }
                 }
-                if stamp[c as usize] == epoch {
+                if stamp[c.index()] == epoch {
                     continue; // the children already need this class: a cycle
                 }
                 members.push((c, g.cost(n)));
@@ -90,10 +90,10 @@ impl Extractor for DagGreedy {
                 CostSet { members, total, choice: n }
             };
             if candidate.total < best {
-                sets[c as usize] = Some(candidate);
+                sets[c.index()] = Some(candidate);
                 for &p in g.parents(c) {
-                    if !queued[p as usize] && g.children(p).iter().all(|&k| sets[k as usize].is_some()) {
-                        queued[p as usize] = true;
+                    if !queued[p.index()] && g.children(p).iter().all(|&k| sets[k.index()].is_some()) {
+                        queued[p.index()] = true;
                         queue.push(Reverse((OrdF64(g.cost(p)), p)));
                     }
                 }

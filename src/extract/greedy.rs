@@ -21,7 +21,7 @@ impl Extractor for Greedy {
     fn extract(&self, problem: &Reduced) -> Result<Extraction> {
         let g = &problem.graph;
         let (all, _) = finalise_bottom_up(g, |n, values| {
-            let tree = g.cost(n) + g.children(n).iter().map(|&k| values[k as usize]).sum::<f64>();
+            let tree = g.cost(n) + g.children(n).iter().map(|&k| values[k.index()]).sum::<f64>();
             (NodeKey { preferred: true, score: -tree }, tree)
         });
         all.restricted_to_reachable(g)

@@ -12,12 +12,12 @@ use std::time::Instant;
 /// brings in ones that share what is already there).
 fn complete_in_context(g: &EGraph, current: &Extraction, reached: &[bool]) -> Extraction {
     finalise_bottom_up(g, |n, values| {
-        let c = g.class_of(n) as usize;
+        let c = g.class_of(n).index();
         if reached[c] {
             let keep = current.choices[c] == Some(n);
             (NodeKey { preferred: keep, score: if keep { 0.0 } else { f64::NEG_INFINITY } }, 0.0)
         } else {
-            let tree = g.cost(n) + g.children(n).iter().map(|&k| values[k as usize]).sum::<f64>();
+            let tree = g.cost(n) + g.children(n).iter().map(|&k| values[k.index()]).sum::<f64>();
             (NodeKey { preferred: true, score: -tree }, tree)
         }
     })
@@ -39,16 +39,16 @@ fn sharing_move(
     deadline: Option<Instant>,
 ) -> Option<(Extraction, f64)> {
     let mut users: Vec<Vec<(ClassIdx, NodeIdx)>> = vec![Vec::new(); g.num_classes()];
-    for c in (0..g.num_classes()).filter(|&c| reached[c]) {
-        let current = full.choices[c]?;
-        for &n in g.class_nodes(c as ClassIdx) {
+    for c in g.classes().filter(|&c| reached[c.index()]) {
+        let current = full.choices[c.index()]?;
+        for &n in g.class_nodes(c) {
             if n == current || g.cost(n) > g.cost(current) {
                 continue;
             }
-            let mut new_kids = g.children(n).iter().filter(|&&k| !reached[k as usize]);
+            let mut new_kids = g.children(n).iter().filter(|&&k| !reached[k.index()]);
             if let (Some(&k), None) = (new_kids.next(), new_kids.next()) {
-                if users[k as usize].last().is_none_or(|&(last, _)| last != c as ClassIdx) {
-                    users[k as usize].push((c as ClassIdx, n));
+                if users[k.index()].last().is_none_or(|&(last, _)| last != c) {
+                    users[k.index()].push((c, n));
                 }
             }
         }
@@ -59,7 +59,7 @@ fn sharing_move(
         }
         let mut trial = full.clone();
         for &(c, n) in switches {
-            trial.choices[c as usize] = Some(n);
+            trial.choices[c.index()] = Some(n);
         }
         if trial.is_valid(g) {
             let trial_cost = cost(&trial);
@@ -91,7 +91,7 @@ pub fn improve(
         let Ok(order) = best.check(g) else { break };
         let mut reached = vec![false; g.num_classes()];
         for &c in &order {
-            reached[c as usize] = true;
+            reached[c.index()] = true;
         }
         let mut full = complete_in_context(g, &best, &reached);
         let mut improved = false;
@@ -99,12 +99,12 @@ pub fn improve(
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return (best, best_cost);
             }
-            let current = full.choices[c as usize];
-            for &n in g.class_nodes(c as ClassIdx) {
-                if Some(n) == current || g.children(n).iter().any(|&k| full.choices[k as usize].is_none()) {
+            let current = full.choices[c.index()];
+            for &n in g.class_nodes(c) {
+                if Some(n) == current || g.children(n).iter().any(|&k| full.choices[k.index()].is_none()) {
                     continue;
                 }
-                full.choices[c as usize] = Some(n);
+                full.choices[c.index()] = Some(n);
                 let candidate = if full.is_valid(g) { cost(&full) } else { f64::INFINITY };
                 if candidate < best_cost - 1e-12 * best_cost.abs().max(1.0) {
                     best_cost = candidate;
@@ -112,7 +112,7 @@ pub fn improve(
                     improved = true;
                     break;
                 }
-                full.choices[c as usize] = current;
+                full.choices[c.index()] = current;
             }
             if improved {
                 break; // recompute the context for the new extraction

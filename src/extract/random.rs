@@ -2,7 +2,7 @@
 
 use super::bottom_up::complete_acyclic;
 use super::Extractor;
-use crate::egraph::{ClassIdx, EGraph};
+use crate::egraph::EGraph;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use anyhow::Result;
@@ -19,14 +19,15 @@ pub struct RandomExtractor {
 
 /// Draws one random valid extraction of `g` using `rng`.
 pub fn random_extraction(g: &EGraph, rng: &mut impl Rng) -> Extraction {
-    let preferred: Vec<_> = (0..g.num_classes() as ClassIdx)
+    let preferred: Vec<_> = g
+        .classes()
         .map(|c| {
             let nodes = g.class_nodes(c);
             Some(nodes[rng.random_range(0..nodes.len())])
         })
         .collect();
     let scores: Vec<f64> = (0..g.num_nodes()).map(|_| rng.random::<f64>()).collect();
-    complete_acyclic(g, &preferred, |n| scores[n as usize])
+    complete_acyclic(g, &preferred, |n| scores[n.index()])
 }
 
 impl Extractor for RandomExtractor {

@@ -31,7 +31,7 @@ pub fn extraction_key(g: &EGraph, extraction: &OriginalExtraction) -> Result<Str
         .check(g)?
         .into_iter()
         .map(|c| {
-            (g.class_name(c).to_string(), g.node_name(extraction.choices()[c as usize].expect("checked")).to_string())
+            (g.class_name(c).to_string(), g.node_name(extraction.choices()[c.index()].expect("checked")).to_string())
         })
         .collect();
     pairs.sort();
@@ -54,18 +54,18 @@ pub fn oracle_file(g: &EGraph, extraction: &OriginalExtraction) -> Result<Value>
     let order = extraction.check(g)?;
     let mut position = vec![usize::MAX; g.num_classes()];
     for (i, &c) in order.iter().enumerate() {
-        position[c as usize] = i;
+        position[c.index()] = i;
     }
     let nodes: Vec<Value> = order
         .iter()
         .map(|&c| {
-            let n = extraction.choices()[c as usize].expect("checked");
+            let n = extraction.choices()[c.index()].expect("checked");
             json!({
                 "class": g.class_name(c),
                 "node": g.node_name(n),
                 "op": g.op(n),
                 "cost": g.cost(n),
-                "children": g.children(n).iter().map(|&k| position[k as usize]).collect::<Vec<_>>(),
+                "children": g.children(n).iter().map(|&k| position[k.index()]).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -73,6 +73,6 @@ pub fn oracle_file(g: &EGraph, extraction: &OriginalExtraction) -> Result<Value>
         "egraph_fingerprint": g.fingerprint(),
         "choices": extraction.choices_json(g)?,
         "nodes": nodes,
-        "roots": g.roots().iter().map(|&r| position[r as usize]).collect::<Vec<_>>(),
+        "roots": g.roots().iter().map(|&r| position[r.index()]).collect::<Vec<_>>(),
     }))
 }

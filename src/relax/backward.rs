@@ -14,7 +14,7 @@ impl Relaxation {
         let mut gq = vec![0.0; nn * w_];
         let mut direct = vec![0.0; nc * w_];
         for n in 0..nn {
-            let c = self.node_class[n] as usize;
+            let c = self.node_class[n].index();
             for b in 0..w_ {
                 let g = grad_node_prob[n * w_ + b];
                 gq[n * w_ + b] = g * cp[c * w_ + b];
@@ -24,7 +24,7 @@ impl Relaxation {
         // Penalty: t_e = P(parent) * w_e.
         let mut gw = vec![0.0; ne * w_];
         for e in 0..ne {
-            let p = self.edge_parent[e] as usize;
+            let p = self.edge_parent[e].index();
             for b in 0..w_ {
                 let g = grad_penalty[b] * fwd.dhdt[e * w_ + b];
                 if g != 0.0 {
@@ -39,7 +39,7 @@ impl Relaxation {
         let accumulate = |c: usize, adj: &[f64], row: &mut [f64]| {
             row.copy_from_slice(&direct[c * w_..(c + 1) * w_]);
             for &e in self.out_edges(c) {
-                let k = self.edge_child[e as usize] as usize;
+                let k = (self.edge_child[e as usize]).index();
                 for b in 0..w_ {
                     row[b] += adj[k * w_ + b] * dfdt[e as usize * w_ + b] * w[e as usize * w_ + b];
                 }
@@ -47,7 +47,7 @@ impl Relaxation {
         };
         for comp in self.components.iter().rev() {
             if !comp.cyclic {
-                let c = comp.classes[0] as usize;
+                let c = comp.classes[0].index();
                 accumulate(c, &adj, &mut row);
                 adj[c * w_..(c + 1) * w_].copy_from_slice(&row);
                 continue;
@@ -60,7 +60,7 @@ impl Relaxation {
                 sweeps += 1;
                 let mut change = 0.0f64;
                 for &c in &members {
-                    let c = c as usize;
+                    let c = c.index();
                     accumulate(c, &adj, &mut row);
                     for b in 0..w_ {
                         change = change.max((row[b] - adj[c * w_ + b]).abs());
@@ -69,7 +69,7 @@ impl Relaxation {
                 }
                 let scale = members
                     .iter()
-                    .flat_map(|&c| adj[c as usize * w_..(c as usize + 1) * w_].iter())
+                    .flat_map(|&c| adj[c.index() * w_..(c.index() + 1) * w_].iter())
                     .fold(1e-30f64, |m, v| m.max(v.abs()));
                 if change <= self.iteration.tolerance * scale || sweeps >= self.iteration.max_sweeps {
                     break;
@@ -78,7 +78,7 @@ impl Relaxation {
         }
         // Edge weights receive adj(child) * dP(child)/dt * P(parent).
         for e in 0..ne {
-            let (p, k) = (self.edge_parent[e] as usize, self.edge_child[e] as usize);
+            let (p, k) = (self.edge_parent[e].index(), self.edge_child[e].index());
             for b in 0..w_ {
                 gw[e * w_ + b] += adj[k * w_ + b] * dfdt[e * w_ + b] * cp[p * w_ + b];
             }
@@ -86,7 +86,7 @@ impl Relaxation {
         for e in 0..ne {
             for &n in self.edge_nodes(e) {
                 for b in 0..w_ {
-                    gq[n as usize * w_ + b] += gw[e * w_ + b];
+                    gq[n.index() * w_ + b] += gw[e * w_ + b];
                 }
             }
         }
@@ -98,11 +98,11 @@ impl Relaxation {
             let nodes = self.class_nodes(c);
             for &n in nodes {
                 for b in 0..w_ {
-                    dot[b] += q[n as usize * w_ + b] * gq[n as usize * w_ + b];
+                    dot[b] += q[n.index() * w_ + b] * gq[n.index() * w_ + b];
                 }
             }
             for &n in nodes {
-                let i = n as usize * w_;
+                let i = n.index() * w_;
                 for b in 0..w_ {
                     gs[i + b] = q[i + b] * (gq[i + b] - dot[b]);
                 }

@@ -23,13 +23,13 @@ impl Relaxation {
             let nodes = self.class_nodes(c);
             mx.fill(f64::NEG_INFINITY);
             for &n in nodes {
-                for (m, &s) in mx.iter_mut().zip(&scores[n as usize * w_..(n as usize + 1) * w_]) {
+                for (m, &s) in mx.iter_mut().zip(&scores[n.index() * w_..(n.index() + 1) * w_]) {
                     *m = m.max(s);
                 }
             }
             sum.fill(0.0);
             for &n in nodes {
-                let row = n as usize * w_;
+                let row = n.index() * w_;
                 for b in 0..w_ {
                     let e = (scores[row + b] - mx[b]).exp();
                     q[row + b] = e;
@@ -37,7 +37,7 @@ impl Relaxation {
                 }
             }
             for &n in nodes {
-                let row = n as usize * w_;
+                let row = n.index() * w_;
                 for b in 0..w_ {
                     q[row + b] /= sum[b];
                 }
@@ -48,7 +48,7 @@ impl Relaxation {
         for e in 0..ne {
             let dst = &mut w[e * w_..(e + 1) * w_];
             for &n in self.edge_nodes(e) {
-                for (d, &v) in dst.iter_mut().zip(&q[n as usize * w_..(n as usize + 1) * w_]) {
+                for (d, &v) in dst.iter_mut().zip(&q[n.index() * w_..(n.index() + 1) * w_]) {
                     *d += v;
                 }
             }
@@ -62,13 +62,13 @@ impl Relaxation {
         for comp in &self.components {
             if !comp.cyclic {
                 // Parents are final: value and local derivatives in one pass.
-                let c = comp.classes[0] as usize;
+                let c = comp.classes[0].index();
                 self.update_class_into(c, &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
                 class_prob[c * w_..(c + 1) * w_].copy_from_slice(&probe);
                 continue;
             }
             for &c in &comp.classes {
-                class_prob[c as usize * w_..(c as usize + 1) * w_].fill(0.0);
+                class_prob[c.index() * w_..(c.index() + 1) * w_].fill(0.0);
             }
             let mut n_sweeps = 0;
             loop {
@@ -76,7 +76,7 @@ impl Relaxation {
                 let mut change = 0.0f64;
                 for &c in &comp.classes {
                     change =
-                        change.max(self.update_class(c as usize, &w, &mut class_prob, &mut probe, &mut scratch, w_));
+                        change.max(self.update_class(c.index(), &w, &mut class_prob, &mut probe, &mut scratch, w_));
                 }
                 if change <= self.iteration.tolerance || n_sweeps >= self.iteration.max_sweeps {
                     break;
@@ -85,12 +85,12 @@ impl Relaxation {
             sweeps = sweeps.max(n_sweeps);
             // Local derivatives dP(c)/dt_e at the final probabilities.
             for &c in &comp.classes {
-                self.update_class_into(c as usize, &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
+                self.update_class_into(c.index(), &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
             }
         }
         let mut node_prob = vec![0.0; nn * w_];
         for n in 0..nn {
-            let c = self.node_class[n] as usize;
+            let c = self.node_class[n].index();
             for b in 0..w_ {
                 node_prob[n * w_ + b] = class_prob[c * w_ + b] * q[n * w_ + b];
             }
@@ -150,7 +150,7 @@ impl Relaxation {
         scratch.clear();
         scratch.resize(k * width, 0.0);
         for (i, &e) in edges.iter().enumerate() {
-            let p = self.edge_parent[e as usize] as usize;
+            let p = (self.edge_parent[e as usize]).index();
             for b in 0..width {
                 scratch[i * width + b] = (class_prob[p * width + b] * w[e as usize * width + b]).clamp(0.0, 1.0);
             }

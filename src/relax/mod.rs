@@ -86,7 +86,7 @@ fn sweep_order(
     let mut order = Vec::with_capacity(members.len());
     let mut queue = std::collections::VecDeque::new();
     for &c in members {
-        if is_root[c as usize] || has_outside_parent(c) {
+        if is_root[c.index()] || has_outside_parent(c) {
             seen.insert(c);
             queue.push_back(c);
         }
@@ -95,7 +95,7 @@ fn sweep_order(
         while let Some(c) = queue.pop_front() {
             order.push(c);
             for k in children(c) {
-                if sccs.component_of[k as usize] as usize == comp && seen.insert(k) {
+                if sccs.component_of[k.index()] as usize == comp && seen.insert(k) {
                     queue.push_back(k);
                 }
             }
@@ -213,17 +213,17 @@ impl Relaxation {
         let nn = g.num_nodes();
         let mut class_start = vec![0u32];
         let mut class_nodes = Vec::with_capacity(nn);
-        for c in 0..nc as ClassIdx {
+        for c in ClassIdx::range(nc) {
             class_nodes.extend_from_slice(g.class_nodes(c));
             class_start.push(class_nodes.len() as u32);
         }
         let mut is_root = vec![false; nc];
         for &r in g.roots() {
-            is_root[r as usize] = true;
+            is_root[r.index()] = true;
         }
         // Class edges (p, c), each with the nodes of p that have child c.
         let mut pairs: Vec<(ClassIdx, ClassIdx, NodeIdx)> = Vec::new();
-        for n in 0..nn as NodeIdx {
+        for n in NodeIdx::range(nn) {
             let mut kids = g.children(n).to_vec();
             kids.sort_unstable();
             kids.dedup();
@@ -247,9 +247,9 @@ impl Relaxation {
         edge_node_start.push(edge_nodes.len() as u32);
         let ne = edge_parent.len();
         let (in_start, in_edges) =
-            crate::egraph::csr_from_pairs(nc, (0..ne as u32).map(|e| (edge_child[e as usize], e)));
+            crate::egraph::csr_from_pairs(nc, (0..ne as u32).map(|e| (edge_child[e as usize].index(), e)));
         let (out_start, out_edges) =
-            crate::egraph::csr_from_pairs(nc, (0..ne as u32).map(|e| (edge_parent[e as usize], e)));
+            crate::egraph::csr_from_pairs(nc, (0..ne as u32).map(|e| (edge_parent[e as usize].index(), e)));
         let mut components = Vec::with_capacity(sccs.len());
         for i in 0..sccs.len() {
             let classes = sccs.members(i).to_vec();
@@ -257,9 +257,9 @@ impl Relaxation {
             let penalty = cyclic.then(|| {
                 let internal: Vec<u32> = classes
                     .iter()
-                    .flat_map(|&c| in_edges[in_start[c as usize] as usize..in_start[c as usize + 1] as usize].iter())
+                    .flat_map(|&c| in_edges[in_start[c.index()] as usize..in_start[c.index() + 1] as usize].iter())
                     .copied()
-                    .filter(|&e| sccs.component_of[edge_parent[e as usize] as usize] as usize == i)
+                    .filter(|&e| sccs.component_of[(edge_parent[e as usize]).index()] as usize == i)
                     .collect();
                 let find = |p: ClassIdx, c: ClassIdx| {
                     internal.iter().copied().find(|&e| edge_parent[e as usize] == p && edge_child[e as usize] == c)
@@ -290,15 +290,15 @@ impl Relaxation {
             });
             let classes = if cyclic {
                 let children = |c: ClassIdx| -> Vec<ClassIdx> {
-                    out_edges[out_start[c as usize] as usize..out_start[c as usize + 1] as usize]
+                    out_edges[out_start[c.index()] as usize..out_start[c.index() + 1] as usize]
                         .iter()
                         .map(|&e| edge_child[e as usize])
                         .collect()
                 };
                 let has_outside_parent = |c: ClassIdx| {
-                    in_edges[in_start[c as usize] as usize..in_start[c as usize + 1] as usize]
+                    in_edges[in_start[c.index()] as usize..in_start[c.index() + 1] as usize]
                         .iter()
-                        .any(|&e| sccs.component_of[edge_parent[e as usize] as usize] as usize != i)
+                        .any(|&e| sccs.component_of[(edge_parent[e as usize]).index()] as usize != i)
                 };
                 sweep_order(&classes, i, sccs, &is_root, children, has_outside_parent)
             } else {
@@ -309,7 +309,7 @@ impl Relaxation {
         Relaxation {
             num_nodes: nn,
             num_classes: nc,
-            node_class: (0..nn as NodeIdx).map(|n| g.class_of(n)).collect(),
+            node_class: NodeIdx::range(nn).map(|n| g.class_of(n)).collect(),
             class_start,
             class_nodes,
             is_root,

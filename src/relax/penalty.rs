@@ -11,7 +11,7 @@ impl Relaxation {
         if classes.len() < 3 {
             return false; // 2-cycles are always in the penalty
         }
-        let comp = |c: ClassIdx| self.component_of[c as usize];
+        let comp = |c: ClassIdx| self.component_of[c.index()];
         let first = comp(classes[0]);
         if classes.iter().any(|&c| comp(c) != first)
             || self.components[first as usize].classes.len() <= DENSE_PENALTY_MAX
@@ -21,7 +21,7 @@ impl Relaxation {
         let mut edges = Vec::with_capacity(classes.len());
         for (i, &p) in classes.iter().enumerate() {
             let c = classes[(i + 1) % classes.len()];
-            match self.out_edges(p as usize).iter().find(|&&e| self.edge_child[e as usize] == c) {
+            match self.out_edges(p.index()).iter().find(|&&e| self.edge_child[e as usize] == c) {
                 Some(&e) => edges.push(e),
                 None => return false,
             }
@@ -48,7 +48,7 @@ impl Relaxation {
         let mut h = vec![0.0; width];
         let mut dhdt = vec![0.0; self.num_edges() * width];
         let t = |e: u32, b: usize| {
-            class_prob[self.edge_parent[e as usize] as usize * width + b] * w[e as usize * width + b]
+            class_prob[(self.edge_parent[e as usize]).index() * width + b] * w[e as usize * width + b]
         };
         for comp in &self.components {
             match &comp.penalty {

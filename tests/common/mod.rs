@@ -4,7 +4,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
-use smoothe::egraph::EGraph;
+use smoothe::egraph::{ClassIdx, EGraph};
 use smoothe::extraction::Extraction;
 
 /// Builds egraph-serialize JSON from `(node id, class, op cost, children node ids)`.
@@ -60,7 +60,8 @@ pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
     let mut idx = vec![0usize; nc];
     let mut best: Option<(f64, f64)> = None;
     loop {
-        let ex = Extraction { choices: (0..nc).map(|c| g.class_nodes(c as u32).get(idx[c]).copied()).collect() };
+        let ex =
+            Extraction { choices: (0..nc).map(|c| g.class_nodes(ClassIdx::new(c)).get(idx[c]).copied()).collect() };
         if let (Ok(d), Ok(t)) = (ex.dag_cost(g), ex.tree_cost(g)) {
             best = Some(match best {
                 None => (d, t),
@@ -73,7 +74,7 @@ pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
                 return best;
             }
             idx[c] += 1;
-            if idx[c] < g.class_nodes(c as u32).len().max(1) {
+            if idx[c] < g.class_nodes(ClassIdx::new(c)).len().max(1) {
                 break;
             }
             idx[c] = 0;

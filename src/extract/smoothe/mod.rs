@@ -17,7 +17,7 @@ pub use config::{OptimizerKind, Parameterisation, SmoothEConfig};
 use super::bottom_up::{choice_cycles, complete_acyclic};
 use super::{local_search, DagGreedy, Extractor, Greedy};
 use crate::cost::{CostModel, LinearCost};
-use crate::egraph::{ClassIdx, EGraph, NodeIdx};
+use crate::egraph::{EGraph, NodeIdx};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use crate::progress::Observer;
@@ -62,8 +62,9 @@ struct Candidate {
 /// Cycles met among the preferred choices are handed to the relaxation's
 /// penalty.
 fn decode(g: &EGraph, relax: &Relaxation, scores: &[f64], width: usize, b: usize) -> (Extraction, bool) {
-    let score = |n: NodeIdx| scores[n as usize * width + b];
-    let preferred: Vec<Option<NodeIdx>> = (0..g.num_classes() as ClassIdx)
+    let score = |n: NodeIdx| scores[n.index() * width + b];
+    let preferred: Vec<Option<NodeIdx>> = g
+        .classes()
         .map(|c| g.class_nodes(c).iter().copied().max_by(|&x, &y| score(x).total_cmp(&score(y)).then(y.cmp(&x))))
         .collect();
     let ex = complete_acyclic(g, &preferred, score);

@@ -97,7 +97,7 @@ pub(super) fn fresh_start(
         let size = g.class_nodes(g.class_of(*n)).len() as f64;
         let bonus = (cfg.init_bias + size.ln()) as f32;
         for b in 0..batch {
-            logits[*n as usize * batch + b] = bonus;
+            logits[(*n).index() * batch + b] = bonus;
         }
     }
     let params = match cfg.parameterisation {

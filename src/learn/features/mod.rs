@@ -74,7 +74,7 @@ pub fn vocabulary(kind: FeatureKind, problem: &Reduced, original: &EGraph) -> Ve
     let mut ops = BTreeSet::new();
     let mut pairs = BTreeSet::new();
     let mut heads: Vec<String> = Vec::with_capacity(g.num_nodes());
-    for n in 0..g.num_nodes() as NodeIdx {
+    for n in g.nodes() {
         heads.push(op_key(original, problem.origin(n)[0].1));
         for &(_, o) in problem.origin(n) {
             ops.insert(op_key(original, o));
@@ -84,7 +84,7 @@ pub fn vocabulary(kind: FeatureKind, problem: &Reduced, original: &EGraph) -> Ve
         let wiring = Wiring::new(problem, original);
         for &(_, c, parent_op) in &wiring.slots {
             for &m in g.class_nodes(c) {
-                pairs.insert(format!("pair:{}>{}", wiring.ops[parent_op as usize], heads[m as usize]));
+                pairs.insert(format!("pair:{}>{}", wiring.ops[parent_op as usize], heads[m.index()]));
             }
         }
         for (p, ch) in &wiring.internal_pairs {
@@ -144,8 +144,7 @@ impl Wiring {
                 (ops.len() - 1) as u32
             })
         };
-        let class_by_name: HashMap<&str, ClassIdx> =
-            (0..g.num_classes() as ClassIdx).map(|c| (g.class_name(c), c)).collect();
+        let class_by_name: HashMap<&str, ClassIdx> = g.classes().map(|c| (g.class_name(c), c)).collect();
         let mut w = Wiring {
             ops: Vec::new(),
             slot_start: vec![0],
@@ -155,7 +154,7 @@ impl Wiring {
             internal_pairs: BTreeSet::new(),
             head_op: Vec::with_capacity(g.num_nodes()),
         };
-        for n in 0..g.num_nodes() as NodeIdx {
+        for n in g.nodes() {
             let origin = problem.origin(n);
             w.head_op.push(id(op_key(original, origin[0].1)));
             for &(_, o) in origin {
@@ -218,8 +217,8 @@ impl Featurizer {
                 .copied()
                 .or(unseen)
         };
-        for n in 0..nn as NodeIdx {
-            let row = &mut matrix[n as usize * f..(n as usize + 1) * f];
+        for n in NodeIdx::range(nn) {
+            let row = &mut matrix[n.index() * f..(n.index() + 1) * f];
             for &(_, o) in problem.origin(n) {
                 let key = op_key(original, o);
                 if let Some(&i) = index.get(format!("count:{key}").as_str()) {
@@ -233,8 +232,7 @@ impl Featurizer {
                 row[i as usize] += g.cost(n);
             }
             if kind == FeatureKind::Structure {
-                for &(p, c) in
-                    &wiring.internal[wiring.internal_start[n as usize]..wiring.internal_start[n as usize + 1]]
+                for &(p, c) in &wiring.internal[wiring.internal_start[n.index()]..wiring.internal_start[n.index() + 1]]
                 {
                     if let Some(i) = pair_index(p, c) {
                         row[i as usize] += 1.0;
@@ -253,7 +251,7 @@ impl Featurizer {
             dense: OnceLock::new(),
         };
         let mut edges = PairEdges {
-            class_of: (0..nn as NodeIdx).map(|n| g.class_of(n)).collect(),
+            class_of: g.nodes().map(|n| g.class_of(n).raw()).collect(),
             classes: g.num_classes(),
             features: f,
             ..PairEdges::default()
@@ -262,12 +260,12 @@ impl Featurizer {
             for n in 0..nn {
                 for &(_, c, p) in &wiring.slots[wiring.slot_start[n]..wiring.slot_start[n + 1]] {
                     let per_child: Vec<Option<u32>> =
-                        g.class_nodes(c).iter().map(|&m| pair_index(p, wiring.head_op[m as usize])).collect();
+                        g.class_nodes(c).iter().map(|&m| pair_index(p, wiring.head_op[m.index()])).collect();
                     for (&m, fi) in g.class_nodes(c).iter().zip(&per_child) {
                         if let Some(fi) = fi {
                             edges.parent.push(n as u32);
-                            edges.child.push(m);
-                            edges.class.push(c);
+                            edges.child.push(m.raw());
+                            edges.class.push(c.raw());
                             edges.feature.push(*fi);
                         }
                     }
@@ -310,13 +308,13 @@ impl Featurizer {
             Err(defect) => bail!("cannot featurize an invalid extraction: {defect}"),
         };
         for c in order {
-            let n = extraction.choices[c as usize].expect("checked") as usize;
+            let n = (extraction.choices[c.index()].expect("checked")).index();
             for (o, &m) in out.iter_mut().zip(&self.matrix[n * f..(n + 1) * f]) {
                 *o += m;
             }
             for s in self.slot_start[n]..self.slot_start[n + 1] {
                 let child_class = self.slot_class[s];
-                let m = extraction.choices[child_class as usize].expect("checked");
+                let m = extraction.choices[child_class.index()].expect("checked");
                 let pos = self.graph.class_nodes(child_class).iter().position(|&x| x == m).expect("own class");
                 if let Some(fi) = self.slot_features[s][pos] {
                     out[fi as usize] += 1.0;
