@@ -173,3 +173,48 @@ fn local_search_makes_moves_that_only_pay_together() {
     // And SmoothE, which polishes its best decode the same way, finds it.
     assert_eq!(run_method(&sharing_pays_only_together(), "smoothe", 0).dag_cost, 3.5);
 }
+
+/// A cost with no gradient to follow: how many classes an extraction
+/// decides differently from a fixed target extraction (a class either uses
+/// and the other does not counts too).
+struct DistanceTo(smoothe::extraction::Extraction);
+
+impl smoothe::cost::CostModel for DistanceTo {
+    fn name(&self) -> String {
+        "distance to target".into()
+    }
+    fn expected(&self, node_prob: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+        node_prob.sum(0)
+    }
+    fn cost_of(&self, e: &smoothe::extraction::Extraction) -> f64 {
+        e.choices.iter().zip(&self.0.choices).filter(|(a, b)| a != b).count() as f64
+    }
+}
+
+#[test]
+fn guided_search_reaches_a_distant_target_by_the_model_alone() {
+    use rand::SeedableRng;
+    let mut improved = 0;
+    for seed in 0..10u64 {
+        let g = graph(&random_graph_json(7000 + seed, 60, false));
+        let Ok(problem) = preprocess(&g) else { continue };
+        let pg = &problem.graph;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let target = extract::random_extraction(pg, &mut rng).restricted_to_reachable(pg).unwrap();
+        let model = DistanceTo(target);
+        let starts = [extract::DagGreedy.extract(&problem).unwrap().restricted_to_reachable(pg).unwrap()];
+        let start_cost = smoothe::cost::CostModel::cost_of(&model, &starts[0]);
+        let settings = extract::GuidedSearch::default();
+        let (found, cost, generations) = extract::guided_search(pg, &model, &starts, settings, seed, None);
+        found.check(pg).expect("the search returns valid extractions");
+        assert_eq!(cost, smoothe::cost::CostModel::cost_of(&model, &found));
+        assert!(cost <= start_cost, "seed {seed}: {cost} > start {start_cost}");
+        assert!(generations >= 1 && generations <= settings.generations);
+        let again = extract::guided_search(pg, &model, &starts, settings, seed, None);
+        assert_eq!((again.0, again.1), (found, cost), "same seed, same result");
+        if start_cost > 0.0 && cost <= 0.5 * start_cost {
+            improved += 1;
+        }
+    }
+    assert!(improved >= 5, "the search halved the distance on only {improved} of 10 graphs");
+}

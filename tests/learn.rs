@@ -535,8 +535,8 @@ fn shipped_corpus_models_know_their_designs_and_extract_a_new_one() {
 #[test]
 fn samplers_give_valid_extractions_near_their_parents() {
     use rand::SeedableRng;
+    use smoothe::extract::moves::{crossover, nudge, perturb};
     use smoothe::extract::{DagGreedy, Extractor, Greedy};
-    use smoothe::learn::sample::{crossover, nudge, perturb};
     let mut moved = 0;
     let trials = 200;
     for seed in 0..trials {

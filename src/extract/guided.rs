@@ -1,10 +1,12 @@
 //! Extractors driven by an arbitrary cost model (such as a learned one):
-//! SmoothE against the model, and the best of N random extractions by the
-//! model for comparison.
+//! SmoothE against the model, helped by a model-guided evolutionary search,
+//! and the best of N random extractions by the model for comparison.
 
+use super::moves::{broad_sample, screening_pool};
 use super::random::random_extraction;
-use super::{ExtractOptions, Extractor, SmoothE};
+use super::{DagGreedy, ExtractOptions, Extractor, Greedy, SmoothE};
 use crate::cost::CostModel;
+use crate::egraph::EGraph;
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
@@ -12,13 +14,102 @@ use anyhow::{bail, Result};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::time::Instant;
+
+/// Settings of [`guided_search`].
+#[derive(Debug, Clone, Copy)]
+pub struct GuidedSearch {
+    /// Broad samples judged first (see [`broad_sample`]), so the search
+    /// can start in any basin the model likes, not only near `starts`.
+    pub broad: usize,
+    /// Most generations.
+    pub generations: usize,
+    /// Stop after this many generations without a cheaper extraction.
+    pub patience: usize,
+    /// Candidates the model judges per generation.
+    pub pool: usize,
+    /// Cheapest extractions kept as the next generation's parents.
+    pub survivors: usize,
+    /// Most classes a small move switches.
+    pub radius: usize,
+}
+
+impl Default for GuidedSearch {
+    fn default() -> Self {
+        GuidedSearch { broad: 1024, generations: 40, patience: 8, pool: 256, survivors: 8, radius: 8 }
+    }
+}
+
+/// Share of uniform random extractions among the broad samples (the loop's
+/// default too).
+const BROAD_UNIFORM: f64 = 0.2;
+
+/// Evolutionary search over valid extractions of `g` judged by `model`
+/// alone: each generation judges a screening pool (small moves,
+/// perturbations and crossovers of the survivors, and uniform random
+/// extractions; see [`screening_pool`]) and keeps the cheapest. Cheap for a
+/// model that judges a batch at once, and unlike gradient descent it can
+/// jump to a distant region that the model knows to be good. Returns the
+/// cheapest extraction found (one of `starts` if none beats them) with its
+/// cost, and the generations run. Assumes `starts` is not empty and valid.
+pub fn guided_search(
+    g: &EGraph,
+    model: &dyn CostModel,
+    starts: &[Extraction],
+    settings: GuidedSearch,
+    seed: u64,
+    deadline: Option<Instant>,
+) -> (Extraction, f64, usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut seen: HashSet<Extraction> = HashSet::new();
+    let mut first: Vec<Extraction> = starts.iter().filter(|&s| seen.insert(s.clone())).cloned().collect();
+    let want = first.len() + settings.broad;
+    for _ in 0..settings.broad * 2 {
+        if first.len() >= want {
+            break;
+        }
+        let e = broad_sample(g, starts, BROAD_UNIFORM, &mut rng);
+        if seen.insert(e.clone()) {
+            first.push(e);
+        }
+    }
+    let costs = model.costs_of(&first);
+    let mut population: Vec<(Extraction, f64)> = first.into_iter().zip(costs).filter(|(_, c)| c.is_finite()).collect();
+    population.sort_by(|a, b| a.1.total_cmp(&b.1));
+    population.truncate(settings.survivors.max(1));
+    let mut since_improvement = 0;
+    let mut generations = 0;
+    while generations < settings.generations && since_improvement < settings.patience {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let Some(best_before) = population.first().map(|p| p.1) else {
+            break;
+        };
+        generations += 1;
+        let parents: Vec<Extraction> = population.iter().map(|(e, _)| e.clone()).collect();
+        let pool = screening_pool(g, &parents, settings.pool, settings.radius, &seen, &mut rng);
+        let costs = model.costs_of(&pool);
+        seen.extend(pool.iter().cloned());
+        population.extend(pool.into_iter().zip(costs).filter(|(_, c)| c.is_finite()));
+        population.sort_by(|a, b| a.1.total_cmp(&b.1));
+        population.truncate(settings.survivors.max(1));
+        since_improvement = if population[0].1 < best_before { 0 } else { since_improvement + 1 };
+    }
+    match population.into_iter().next() {
+        Some((best, cost)) => (best, cost, generations),
+        None => (starts[0].clone(), f64::INFINITY, generations),
+    }
+}
 
 /// SmoothE optimising `model` instead of the linear cost. It first runs
-/// SmoothE on the linear (node) cost for a third of the time or steps, so
-/// the model's optimisation can start from that extraction as well as from
-/// greedy and dag-greedy (whichever the model prices lowest): a
-/// conservative model, which charges leaving its training data, cannot
-/// cross a wide region it has never seen to reach a good one.
+/// SmoothE on the linear (node) cost for a third of the time or steps, then
+/// a [`guided_search`] from that extraction, greedy and dag-greedy, so the
+/// model's optimisation can start from the cheapest of them by the model:
+/// a conservative model, which charges leaving its training data, cannot
+/// make gradient descent cross a wide region it has never seen to reach a
+/// good one, but the search can jump there.
 pub struct SmoothEWith<'a> {
     /// The optimiser.
     pub smoothe: SmoothE,
@@ -37,14 +128,23 @@ impl Extractor for SmoothEWith<'_> {
         linear.config.time_limit = self.smoothe.config.time_limit / 3.0;
         linear.config.steps = self.smoothe.config.steps.div_ceil(3);
         let linear_start = linear.extract(problem)?;
+        let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_start.clone()];
+        let deadline = (self.smoothe.config.time_limit > 0.0).then(|| {
+            let left = (self.smoothe.config.time_limit - start.elapsed().as_secs_f64()).max(0.0);
+            Instant::now() + std::time::Duration::from_secs_f64(left / 2.0)
+        });
+        let (searched, searched_cost, generations) =
+            guided_search(&problem.graph, self.model, &starts, GuidedSearch::default(), self.smoothe.seed, deadline);
         let mut main = self.smoothe.clone();
         if main.config.time_limit > 0.0 {
             main.config.time_limit = (main.config.time_limit - start.elapsed().as_secs_f64()).max(1e-3);
         }
         main.config.steps = self.smoothe.config.steps - linear.config.steps.min(self.smoothe.config.steps);
-        let (e, mut details) = main.optimise_from(problem, self.model, std::slice::from_ref(&linear_start))?;
+        let (e, mut details) = main.optimise_from(problem, self.model, &[linear_start.clone(), searched])?;
         details.insert("model_cost".into(), json!(self.model.cost_of(&e)));
         details.insert("linear_start_model_cost".into(), json!(self.model.cost_of(&linear_start)));
+        details.insert("search_model_cost".into(), json!(searched_cost));
+        details.insert("search_generations".into(), json!(generations));
         Ok((e, details))
     }
 }

@@ -9,13 +9,14 @@ mod dag_greedy;
 mod greedy;
 mod guided;
 pub mod local_search;
+pub mod moves;
 mod random;
 mod smoothe;
 
 pub use bottom_up::{choice_cycles, complete_acyclic, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
-pub use guided::{with_model, BestOfRandom, SmoothEWith};
+pub use guided::{guided_search, with_model, BestOfRandom, GuidedSearch, SmoothEWith};
 pub use random::{random_extraction, RandomExtractor};
 pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 

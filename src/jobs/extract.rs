@@ -26,7 +26,8 @@ pub struct ExtractJob {
     pub model: Option<PathBuf>,
     /// Pairwise costs to optimise with the node costs.
     pub quadratic: Option<PathBuf>,
-    /// How conservative a learned model's objective is.
+    /// How conservative a learned model's objective is (default
+    /// [`Conservatism::FROZEN`]).
     pub conservatism: Conservatism,
     /// Multiple of the node costs added to a learned model.
     pub linear_weight: f64,
@@ -45,7 +46,7 @@ impl Default for ExtractJob {
             seed: 0,
             model: None,
             quadratic: None,
-            conservatism: Conservatism::default(),
+            conservatism: Conservatism::FROZEN,
             linear_weight: 0.0,
             samples: 1000,
             smoothe: SmoothEConfig::default(),

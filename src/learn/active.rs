@@ -11,10 +11,10 @@ use super::metrics::TrainReport;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::reference::Reference;
-use super::sample::{perturb, screening_pool};
 use super::train::{fine_tune, train, TrainConfig};
 use crate::egraph::EGraph;
-use crate::extract::{random_extraction, DagGreedy, Extractor, Greedy, SmoothE, SmoothEConfig};
+use crate::extract::moves::{broad_sample, screening_pool};
+use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE, SmoothEConfig};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
@@ -22,7 +22,7 @@ use anyhow::{bail, Result};
 use candle_core::Device;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -208,13 +208,7 @@ pub fn train_cost(
     let mut attempts = 0;
     while samples.len() < want && attempts < 50 * want.max(1) {
         attempts += 1;
-        let e = if rng.random_bool(config.uniform_fraction.clamp(0.0, 1.0)) {
-            random_extraction(g, &mut rng)
-        } else {
-            let base = &bases[rng.random_range(0..bases.len())];
-            let rate = rng.random_range(0.01..0.2);
-            perturb(g, base, rate, &mut rng)
-        };
+        let e = broad_sample(g, &bases, config.uniform_fraction, &mut rng);
         if seen.insert(e.clone()) {
             samples.push(e);
         }

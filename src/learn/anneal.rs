@@ -5,8 +5,8 @@
 
 use super::labeler::Labeler;
 use super::labels::LabelLog;
-use super::sample::nudge;
 use crate::egraph::EGraph;
+use crate::extract::moves::nudge;
 use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;

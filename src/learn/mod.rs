@@ -14,7 +14,6 @@ pub mod network;
 pub mod objective;
 pub mod oracle;
 pub mod reference;
-pub mod sample;
 pub mod train;
 
 use crate::egraph::EGraph;

@@ -36,15 +36,35 @@ pub struct Conservatism {
     /// from the nearest training row (0: no trust region).
     pub trust: f64,
     /// Distance from the nearest training row, in spacings, that costs
-    /// nothing (default 1: about as far as labelled rows lie from each
-    /// other). 0 charges every step away from labelled data, which in
-    /// practice keeps SmoothE at its starting point (measured on esyn/mul3).
+    /// nothing: 1 ([`Conservatism::ACTIVE`]) is about as far as labelled
+    /// rows lie from each other; 0 ([`Conservatism::FROZEN`]) charges every
+    /// step away from labelled data.
     pub free_distance: f64,
 }
 
+impl Conservatism {
+    /// Inside the active loop, whose proposals the oracle labels next: the
+    /// model may reach about one row spacing past its data for free, and
+    /// where it is wrong there, the new labels correct it.
+    pub const ACTIVE: Conservatism = Conservatism { kappa: 1.0, trust: 1.0, free_distance: 1.0 };
+
+    /// For a frozen model (`extract --model`), whose choice no oracle
+    /// checks: every step away from labelled data is charged, so the
+    /// optimum lies on or next to the rows the model was fitted to, where
+    /// its error is its fitting error. Gradient descent alone then stays
+    /// at its start; the model-guided search of `extract` jumps between
+    /// such rows. Measured with the ABC area oracle on the esyn circuits
+    /// and boole/mul16 (3 seeds, the loop's final models): against
+    /// `ACTIVE`, the frozen extraction's real area fell from 0.1% to 1.0%
+    /// below the better greedy, and the mean error of its prediction from
+    /// 2.9% (worst 20%) to 0.9% (worst 3%).
+    pub const FROZEN: Conservatism = Conservatism { kappa: 1.0, trust: 1.0, free_distance: 0.0 };
+}
+
 impl Default for Conservatism {
+    /// [`Conservatism::ACTIVE`], the setting a training job starts from.
     fn default() -> Self {
-        Conservatism { kappa: 1.0, trust: 1.0, free_distance: 1.0 }
+        Conservatism::ACTIVE
     }
 }
 
@@ -246,5 +266,8 @@ impl CostModel for LearnedCost {
     }
     fn cost_of(&self, extraction: &Extraction) -> f64 {
         self.scores(std::slice::from_ref(extraction)).map_or(f64::INFINITY, |y| y[0])
+    }
+    fn costs_of(&self, extractions: &[Extraction]) -> Vec<f64> {
+        self.scores(extractions).unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
     }
 }

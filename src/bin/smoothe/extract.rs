@@ -33,11 +33,12 @@ pub struct ExtractArgs {
     linear_weight: f64,
     /// With --model: weight of the ensemble's standard deviation in the
     /// objective (mean + kappa * std).
-    #[arg(long, default_value_t = Conservatism::default().kappa)]
+    #[arg(long, default_value_t = Conservatism::FROZEN.kappa)]
     kappa: f64,
     /// With --model: target standard deviations charged per range-width a
-    /// feature lies outside the labels the model was trained on (0: off).
-    #[arg(long, default_value_t = Conservatism::default().trust)]
+    /// feature lies outside the labels the model was trained on, and per
+    /// row spacing away from the nearest labelled row (0: off).
+    #[arg(long, default_value_t = Conservatism::FROZEN.trust)]
     trust: f64,
     /// With --model and --method random: how many samples to judge.
     #[arg(long, default_value_t = 1000)]
@@ -66,7 +67,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         seed: a.seed,
         model: a.model,
         quadratic: a.quadratic,
-        conservatism: Conservatism { kappa: a.kappa, trust: a.trust, ..Default::default() },
+        conservatism: Conservatism { kappa: a.kappa, trust: a.trust, ..Conservatism::FROZEN },
         linear_weight: a.linear_weight,
         samples: a.samples,
         smoothe,

@@ -1,10 +1,10 @@
-//! Drawing valid extractions for training data: uniform ones, and
-//! perturbations of a good extraction (which tell a model far more about
-//! the region worth optimising).
+//! Moves between valid extractions: small moves, perturbations and
+//! crossovers of good ones, and the screening pool built from them. The
+//! active loop draws its candidates here, annealing its steps, and the
+//! model-guided search its generations.
 
+use super::{complete_acyclic, random_extraction};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
-use crate::extract::complete_acyclic;
-use crate::extract::random_extraction;
 use crate::extraction::Extraction;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -22,6 +22,20 @@ pub fn perturb(g: &EGraph, base: &Extraction, rate: f64, rng: &mut impl Rng) -> 
         })
         .collect();
     complete_around(g, base, preferred, rng)
+}
+
+/// One draw of the broad sampler that starts the active loop and the
+/// model-guided search: with probability `uniform_fraction` a uniform
+/// random extraction, otherwise a perturbation (1-20% of classes) of one
+/// of `bases` (valid extractions, at least one).
+pub fn broad_sample(g: &EGraph, bases: &[Extraction], uniform_fraction: f64, rng: &mut impl Rng) -> Extraction {
+    if rng.random_bool(uniform_fraction.clamp(0.0, 1.0)) {
+        random_extraction(g, rng)
+    } else {
+        let base = &bases[rng.random_range(0..bases.len())];
+        let rate = rng.random_range(0.01..0.2);
+        perturb(g, base, rate, rng)
+    }
 }
 
 /// A small move from `base` (a valid extraction): `moves` classes it uses
