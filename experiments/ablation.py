@@ -19,7 +19,9 @@ its own extraction. Writes ablation.csv (one row per circuit, seed and
 method), ablation_curves.csv (best real cost after each call), ablation.md
 and ablation.svg. `--report` redraws the table and plot from the CSVs;
 `--collect` rebuilds the CSVs from the finished runs in experiments/out
-(for a run that was stopped part way).
+(for a run that was stopped part way); `--refreeze` redoes only the frozen
+extraction of every finished run with the binary under test, then collects
+(for a change to `extract --model` that leaves the loop alone).
 """
 import csv
 import json
@@ -66,11 +68,15 @@ def one(task):
             continue
         extra = {"loop": [], "sampler": ["--initial", BUDGET, "--rounds", 0], "random": ["--acquisition", "random"]}
         run([*train, *extra[method], "--labels", log, "--out", d / f"{method}.safetensors", graph])
-    # The loop's model frozen: zero oracle calls to choose, one to measure.
-    run([BIN, "extract", "--model", d / "loop.safetensors", "--seed", seed, "--threads", 1, "-q", "-o",
-         d / "frozen.json", graph])
+    freeze(graph, d, seed)
     run([BIN, "extract", "--method", "smoothe", "--seed", seed, "--threads", 1, "-q", "-o", d / "linear.json", graph])
     return collect(task)
+
+
+def freeze(graph, d, seed):
+    """The loop's model frozen: zero oracle calls to choose, one to measure."""
+    run([BIN, "extract", "--model", d / "loop.safetensors", "--seed", seed, "--threads", 1, "-q", "-o",
+         d / "frozen.json", graph])
 
 
 def collect(task):
@@ -98,11 +104,15 @@ def collect(task):
     return row, curves
 
 
-def main(collect_only=False):
+def main(collect_only=False, refreeze=False):
     tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
-    if collect_only:
+    if collect_only or refreeze:
         # Whatever finished (the linear extraction is the last step).
         tasks = [t for t in tasks if (OUT / t[0].replace("/", "_") / str(t[1]) / "linear.json").exists()]
+        if refreeze:
+            dirs = [(SHARED / f"{c}.json", OUT / c.replace("/", "_") / str(s), s) for c, s in tasks]
+            with ThreadPoolExecutor(PAR) as pool:
+                list(pool.map(lambda a: freeze(*a), dirs))
         results = [collect(t) for t in tasks]
     else:
         with ThreadPoolExecutor(PAR) as pool:
@@ -272,5 +282,7 @@ if __name__ == "__main__":
         report()
     elif sys.argv[1:] == ["--collect"]:
         main(collect_only=True)
+    elif sys.argv[1:] == ["--refreeze"]:
+        main(refreeze=True)
     else:
         main()

@@ -7,6 +7,7 @@
 #   SEEDS="0" CIRCUITS="esyn/mul3" experiments/ablation.sh
 #   KEEP=1 SEEDS="1" experiments/ablation.sh              # add a seed to the last results
 #   python3 experiments/ablation.py --report              # redraw the table and plot only
+#   experiments/ablation.sh --refreeze                    # redo only the frozen extractions
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet

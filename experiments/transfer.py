@@ -19,7 +19,8 @@ With the ABC area oracle and seed SEED:
    each then frozen and extracted; and the best label each found.
 
 Writes transfer.csv, transfer.md and transfer.svg. `--report` redraws the
-table and plot from the CSV.
+table and plot from the CSV; `--refreeze` redoes only the extractions by a
+model (zero-call and frozen) of the finished runs with the binary under test.
 """
 import csv
 import json
@@ -85,16 +86,7 @@ def one(task):
         for m in ["greedy", "dag-greedy"]:
             run([BIN, "extract", "--method", m, "-q", "-o", d / f"{m}.json", graph(c)])
             row[m.replace("-", "_")] = oracle(graph(c), d / f"{m}.json")
-    p = run([BIN, "extract", "--model", loo, *COMMON, "--time-limit", 0, "--steps", STEPS, "-o", d / "zero.json",
-             graph(c)], check=False)
-    if p.returncode != 0:
-        row["zero_call"] = None
-        row["note"] = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
-    else:
-        row["zero_call"] = oracle(graph(c), d / "zero.json")
-        z = json.load(open(d / "zero.json"))
-        row["zero_call_predicted"] = z["prediction"]["mean"]
-        row["note"] = ""
+    zero_call(c, d, row)
     # Fine-tuning against a model from scratch, FT calls each, own logs.
     for kind, extra in [("scratch", []), ("fine_tuned", ["--init-model", loo])]:
         log = d / f"{kind}.labels.jsonl"
@@ -110,6 +102,47 @@ def one(task):
         row[kind] = extract(c, d / f"{kind}.frozen.json", "--model", model)
     print(row, file=sys.stderr)
     return row
+
+
+def zero_call(c, d, row):
+    """The leave-one-out model on the circuit left out, zero oracle calls to choose."""
+    p = run([BIN, "extract", "--model", d / "loo.safetensors", *COMMON, "--time-limit", 0, "--steps", STEPS,
+             "-o", d / "zero.json", graph(c)], check=False)
+    if p.returncode != 0:
+        row["zero_call"] = None
+        row["note"] = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+    else:
+        row["zero_call"] = oracle(graph(c), d / "zero.json")
+        row["zero_call_predicted"] = json.load(open(d / "zero.json"))["prediction"]["mean"]
+        row["note"] = ""
+
+
+def refreeze_one(row):
+    """Redoes a finished circuit's extractions by a model (zero-call, and the
+    scratch and fine-tuned models frozen) with the binary under test."""
+    c = row["circuit"]
+    d = OUT / c.replace("/", "_")
+    note = row.get("note") or ""
+    zero_call(c, d, row)
+    if row["zero_call"] is None:
+        row["note"] = note  # the same refusal, with the fine-tuning's
+    for kind in ["scratch", "fine_tuned"]:
+        if (d / f"{kind}.safetensors").exists() and row.get(kind) not in (None, ""):
+            row[kind] = extract(c, d / f"{kind}.frozen.json", "--model", d / f"{kind}.safetensors")
+    print(row, file=sys.stderr)
+    return row
+
+
+def refreeze():
+    with open(HERE / "transfer.csv") as f:
+        rows = list(csv.DictReader(f))
+    with ThreadPoolExecutor(PAR) as pool:
+        rows = list(pool.map(refreeze_one, rows))
+    with open(HERE / "transfer.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        w.writeheader()
+        w.writerows(rows)
+    report()
 
 
 def main():
@@ -249,4 +282,9 @@ def svg(rows):
 
 
 if __name__ == "__main__":
-    report() if "--report" in sys.argv else main()
+    if "--report" in sys.argv:
+        report()
+    elif "--refreeze" in sys.argv:
+        refreeze()
+    else:
+        main()
