@@ -38,6 +38,9 @@ SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
 CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
     [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
 METHODS = ["loop", "sampler", "random", "anneal"]
+# Methods to (re)run; the others' finished logs are kept (METHODS="loop"
+# after a change to the loop alone).
+RERUN = os.environ.get("METHODS", "").split() or METHODS
 MODEL_FREE = ["sampler", "random", "anneal"]
 OUT = ROOT / "experiments" / "out" / "ablation"
 
@@ -62,6 +65,8 @@ def one(task):
     train = [BIN, "train-cost", *common, "--budget", BUDGET]
     for method in METHODS:
         log = d / f"{method}.labels.jsonl"
+        if method not in RERUN and log.exists():
+            continue
         log.unlink(missing_ok=True)
         if method == "anneal":
             run([BIN, "search", *common, "--budget", BUDGET, "--labels", log, "-o", d / "anneal.json", graph])
@@ -69,6 +74,8 @@ def one(task):
         extra = {"loop": [], "sampler": ["--initial", BUDGET, "--rounds", 0], "random": ["--acquisition", "random"]}
         run([*train, *extra[method], "--labels", log, "--out", d / f"{method}.safetensors", graph])
     freeze(graph, d, seed)
+    if RERUN != METHODS and (d / "linear.json").exists():
+        return collect(task)
     run([BIN, "extract", "--method", "smoothe", "--seed", seed, "--threads", 1, "-q", "-o", d / "linear.json", graph])
     return collect(task)
 

@@ -8,6 +8,7 @@
 #   KEEP=1 SEEDS="1" experiments/ablation.sh              # add a seed to the last results
 #   python3 experiments/ablation.py --report              # redraw the table and plot only
 #   experiments/ablation.sh --refreeze                    # redo only the frozen extractions
+#   METHODS="loop" experiments/ablation.sh                # rerun the loop, keep the other methods' logs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet

@@ -51,8 +51,10 @@ const BROAD_UNIFORM: f64 = 0.2;
 /// extractions; see [`screening_pool`]) and keeps the cheapest. Cheap for a
 /// model that judges a batch at once, and unlike gradient descent it can
 /// jump to a distant region that the model knows to be good. Returns the
-/// cheapest extraction found (one of `starts` if none beats them) with its
-/// cost, and the generations run. Assumes `starts` is not empty and valid.
+/// last generation's survivors, cheapest first, with their costs (`starts`
+/// among them where nothing beat them; empty only if the model prices
+/// everything as infinite), and the generations run. Assumes `starts` is
+/// not empty and valid.
 pub fn guided_search(
     g: &EGraph,
     model: &dyn CostModel,
@@ -60,7 +62,7 @@ pub fn guided_search(
     settings: GuidedSearch,
     seed: u64,
     deadline: Option<Instant>,
-) -> (Extraction, f64, usize) {
+) -> (Vec<(Extraction, f64)>, usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut seen: HashSet<Extraction> = HashSet::new();
     let mut first: Vec<Extraction> = starts.iter().filter(|&s| seen.insert(s.clone())).cloned().collect();
@@ -97,10 +99,7 @@ pub fn guided_search(
         population.truncate(settings.survivors.max(1));
         since_improvement = if population[0].1 < best_before { 0 } else { since_improvement + 1 };
     }
-    match population.into_iter().next() {
-        Some((best, cost)) => (best, cost, generations),
-        None => (starts[0].clone(), f64::INFINITY, generations),
-    }
+    (population, generations)
 }
 
 /// SmoothE optimising `model` instead of the linear cost. It first runs
@@ -133,8 +132,10 @@ impl Extractor for SmoothEWith<'_> {
             let left = (self.smoothe.config.time_limit - start.elapsed().as_secs_f64()).max(0.0);
             Instant::now() + std::time::Duration::from_secs_f64(left / 2.0)
         });
-        let (searched, searched_cost, generations) =
+        let (survivors, generations) =
             guided_search(&problem.graph, self.model, &starts, GuidedSearch::default(), self.smoothe.seed, deadline);
+        let (searched, searched_cost) =
+            survivors.into_iter().next().unwrap_or_else(|| (linear_start.clone(), f64::INFINITY));
         let mut main = self.smoothe.clone();
         if main.config.time_limit > 0.0 {
             main.config.time_limit = (main.config.time_limit - start.elapsed().as_secs_f64()).max(1e-3);

@@ -14,7 +14,7 @@ use super::reference::Reference;
 use super::train::{fine_tune, train, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::{broad_sample, screening_pool};
-use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE, SmoothEConfig};
+use crate::extract::{guided_search, DagGreedy, Extractor, Greedy, GuidedSearch, SmoothE, SmoothEConfig};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
@@ -48,9 +48,14 @@ pub struct TrainCostConfig {
     /// Extractions labelled per round by the model's choice: the model's
     /// own optimum (SmoothE against the conservative objective, from the
     /// best labelled extraction), up to a quarter more of SmoothE's best
-    /// distinct decodes, and the rest by the acquisition rule from the
-    /// screened candidates.
+    /// distinct decodes, `search_picks` from the model-guided search, and
+    /// the rest by the acquisition rule from the screened candidates.
     pub per_round: usize,
+    /// Extractions labelled per round from a model-guided evolutionary
+    /// search ([`guided_search`]) started at the best labelled ones: the
+    /// model's optima among discrete moves, which gradient descent cannot
+    /// reach (0: none).
+    pub search_picks: usize,
     /// Candidates the model screens per round: small moves (up to the
     /// trust-region radius), perturbations and crossovers of the best
     /// labelled extractions, and uniform random ones, in equal shares.
@@ -84,6 +89,7 @@ impl Default for TrainCostConfig {
             uniform_fraction: 0.2,
             rounds: 8,
             per_round: 25,
+            search_picks: 6,
             screen: 2000,
             explore: 5,
             acquisition: Acquisition::Lcb,
@@ -305,6 +311,21 @@ pub fn train_cost(
                 let e = e.restricted_to_reachable(g)?;
                 if batch.len() < config.per_round / 4 && seen.insert(e.clone()) {
                     batch.push(e);
+                }
+            }
+            if config.search_picks > 0 {
+                let settings = GuidedSearch {
+                    survivors: config.search_picks.max(GuidedSearch::default().survivors),
+                    ..GuidedSearch::default()
+                };
+                let (survivors, _) = guided_search(g, &cost, &parents, settings, smoothe.seed + round as u64, None);
+                let mut picked = 0;
+                for (e, _) in survivors {
+                    let e = e.restricted_to_reachable(g)?;
+                    if picked < config.search_picks && seen.insert(e.clone()) {
+                        batch.push(e);
+                        picked += 1;
+                    }
                 }
             }
         }
