@@ -76,10 +76,8 @@ pub fn guided_search(
             first.push(e);
         }
     }
-    let costs = model.costs_of(&first);
-    let mut population: Vec<(Extraction, f64)> = first.into_iter().zip(costs).filter(|(_, c)| c.is_finite()).collect();
-    population.sort_by(|a, b| a.1.total_cmp(&b.1));
-    population.truncate(settings.survivors.max(1));
+    let mut population = Vec::new();
+    keep_cheapest(&mut population, model, first, settings.survivors);
     let mut since_improvement = 0;
     let mut generations = 0;
     while generations < settings.generations && since_improvement < settings.patience {
@@ -92,14 +90,26 @@ pub fn guided_search(
         generations += 1;
         let parents: Vec<Extraction> = population.iter().map(|(e, _)| e.clone()).collect();
         let pool = screening_pool(g, &parents, settings.pool, settings.radius, &seen, &mut rng);
-        let costs = model.costs_of(&pool);
         seen.extend(pool.iter().cloned());
-        population.extend(pool.into_iter().zip(costs).filter(|(_, c)| c.is_finite()));
-        population.sort_by(|a, b| a.1.total_cmp(&b.1));
-        population.truncate(settings.survivors.max(1));
+        keep_cheapest(&mut population, model, pool, settings.survivors);
         since_improvement = if population[0].1 < best_before { 0 } else { since_improvement + 1 };
     }
     (population, generations)
+}
+
+/// Judges `candidates` by `model` and keeps, of them and `population`, the
+/// `survivors` cheapest with a finite cost, cheapest first (ties in order:
+/// the population, then the candidates).
+fn keep_cheapest(
+    population: &mut Vec<(Extraction, f64)>,
+    model: &dyn CostModel,
+    candidates: Vec<Extraction>,
+    survivors: usize,
+) {
+    let costs = model.costs_of(&candidates);
+    population.extend(candidates.into_iter().zip(costs).filter(|(_, c)| c.is_finite()));
+    population.sort_by(|a, b| a.1.total_cmp(&b.1));
+    population.truncate(survivors.max(1));
 }
 
 /// SmoothE optimising `model` instead of the linear cost. It first runs
