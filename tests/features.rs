@@ -135,10 +135,11 @@ fn small_model(problem: &Reduced, original: &EGraph, seed: u64) -> LearnedCost {
 
 #[test]
 fn conservative_objective_gradient_matches_finite_differences() {
-    let mut checked = 0;
+    let (mut checked, mut with_residual) = (0, 0);
     for (i, (original, problem)) in problems().iter().enumerate().filter(|(_, (_, p))| p.graph.num_nodes() < 80).take(6)
     {
         let cost = small_model(problem, original, i as u64);
+        with_residual += usize::from(cost.model().meta.residual_length > 0.0);
         let nn = problem.graph.num_nodes();
         let batch = 2;
         let mut rng = rand::rngs::StdRng::seed_from_u64(100 + i as u64);
@@ -164,6 +165,7 @@ fn conservative_objective_gradient_matches_finite_differences() {
         }
     }
     assert!(checked > 50, "only {checked} entries checked");
+    assert!(with_residual > 0, "no model with a residual term: its gradient went unchecked");
 }
 
 #[test]

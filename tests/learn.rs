@@ -1141,3 +1141,48 @@ fn a_train_cost_run_writes_its_job_and_the_job_repeats_it() {
     assert_eq!(code, 2);
     assert!(stderr.contains("no oracle command"), "{stderr}");
 }
+
+#[test]
+fn the_residual_term_learns_what_the_members_cannot_and_survives_saving() {
+    use rand::{Rng, SeedableRng};
+    // Clusters of near-equal rows, each cluster with its own offset that no
+    // smooth function of the features predicts (a rugged landscape), plus a
+    // smooth trend. One row of each cluster is in the test split.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let f = 4;
+    let (mut x, mut y, mut test) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..70 {
+        let centre: Vec<f64> = (0..f).map(|_| rng.random_range(0.0..1.0)).collect();
+        let offset = if rng.random_bool(0.5) { 1.0 } else { -1.0 };
+        for k in 0..3 {
+            let row: Vec<f64> = centre.iter().map(|c| c + rng.random_range(-0.002..0.002)).collect();
+            y.push(2.0 * row[0] - row[1] + offset);
+            x.push(row);
+            test.push(k == 0);
+        }
+    }
+    let dev = candle_core::Device::Cpu;
+    let cfg = TrainConfig { members: 3, ..TrainConfig::default() };
+    let model = train(&x, &y, &test, layout(f), &cfg, 5, &dev).unwrap();
+    assert!(model.meta.residual_length > 0.0, "no residual term fitted");
+    // The members alone against the whole model, on the test rows.
+    let test_rows: Vec<Vec<f64>> = x.iter().zip(&test).filter(|(_, &t)| t).map(|(r, _)| r.clone()).collect();
+    let truth: Vec<f64> = y.iter().zip(&test).filter(|(_, &t)| t).map(|(v, _)| *v).collect();
+    let members = model.member_outputs(&model.standardise(&tensor(&test_rows)).unwrap()).unwrap();
+    let alone: Vec<f64> =
+        vec32(&members.mean(0).unwrap()).iter().map(|v| v * model.meta.target_std + model.meta.target_mean).collect();
+    let whole = vec32(&model.predict(&tensor(&test_rows)).unwrap().mean);
+    let mae = |p: &[f64]| p.iter().zip(&truth).map(|(a, b)| (a - b).abs()).sum::<f64>() / truth.len() as f64;
+    assert!(mae(&whole) < 0.5 * mae(&alone), "with the residual {}, members alone {}", mae(&whole), mae(&alone));
+    assert!((model.meta.report.test_mae - mae(&whole)).abs() < 1e-3, "the report measures the whole model");
+    // Far from every row the term is gone.
+    let far = vec![vec![10.0; f]];
+    let members_far = model.member_outputs(&model.standardise(&tensor(&far)).unwrap()).unwrap();
+    let alone_far = vec32(&members_far.mean(0).unwrap())[0] * model.meta.target_std + model.meta.target_mean;
+    assert!((vec32(&model.predict(&tensor(&far)).unwrap().mean)[0] - alone_far).abs() < 1e-3);
+    let path = temp_file("residual.safetensors", "");
+    model.save(&path).unwrap();
+    let loaded = Ensemble::load(&path, &dev).unwrap();
+    assert_eq!(loaded.meta, model.meta);
+    assert_eq!(vec32(&loaded.predict(&tensor(&x)).unwrap().mean), vec32(&model.predict(&tensor(&x)).unwrap().mean));
+}

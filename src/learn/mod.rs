@@ -14,6 +14,7 @@ pub mod network;
 pub mod objective;
 pub mod oracle;
 pub mod reference;
+pub mod residual;
 pub mod train;
 
 use crate::egraph::EGraph;

@@ -6,6 +6,7 @@
 use super::features::FeatureLayout;
 use super::metrics::TrainReport;
 use super::reference::RelativeFrame;
+use super::residual::ResidualFit;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::Linear;
@@ -17,7 +18,7 @@ use std::path::Path;
 const META_KEY: &str = "smoothe";
 /// Version of the file layout this build writes. Format 3 (before relative
 /// models) reads the same; older files are refused with a message.
-const FORMAT: u32 = 4;
+const FORMAT: u32 = 5;
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u32 = 3;
 
@@ -61,6 +62,10 @@ pub struct ModelMeta {
     /// [`super::reference::Reference::absolute`] before predicting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relative: Option<RelativeFrame>,
+    /// Kernel length of the residual term (see [`super::residual`]), in
+    /// RMS distance of standardised features; 0: the model has none.
+    #[serde(default)]
+    pub residual_length: f64,
     /// Fit quality at training time.
     pub report: TrainReport,
     /// Hash of the tensor data, written by [`Ensemble::save`] and required
@@ -79,6 +84,9 @@ pub struct Ensemble {
     members: Vec<Vec<Linear>>,
     /// Standardised training feature rows `[rows, F]`.
     anchors: Tensor,
+    /// The residual term's rows `[R, F]` (standardised) and weights `[R]`
+    /// (standardised target units), if the model has one.
+    residual: Option<(Tensor, Tensor)>,
     /// Metadata.
     pub meta: ModelMeta,
 }
@@ -98,7 +106,41 @@ impl Ensemble {
     /// An ensemble of `members` (each a list of layers) with `meta`.
     /// Checks that the layer shapes chain from the feature count to 1.
     pub fn new(members: Vec<Vec<Linear>>, anchors: Tensor, meta: ModelMeta) -> Result<Self> {
-        let e = Ensemble { members, anchors, meta };
+        let e = Ensemble { members, anchors, residual: None, meta };
+        e.validate()?;
+        Ok(e)
+    }
+
+    /// This ensemble plus the residual term `fit` (see [`super::residual`]).
+    pub fn with_residual(mut self, fit: &ResidualFit) -> Result<Self> {
+        let device = self.anchors.device().clone();
+        let f = self.dim();
+        if fit.rows.iter().any(|r| r.len() != f) {
+            bail!("residual rows do not have {f} features");
+        }
+        let rows = fit.rows.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>();
+        let weights = fit.weights.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+        self.residual = Some((
+            Tensor::from_vec(rows, (fit.rows.len(), f), &device)?,
+            Tensor::from_vec(weights, fit.weights.len(), &device)?,
+        ));
+        self.meta.residual_length = fit.length;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// This ensemble with `other`'s residual term (or none, if it has none).
+    pub fn with_residual_of(mut self, other: &Ensemble) -> Result<Self> {
+        self.residual = other.residual.clone();
+        self.meta.residual_length = other.meta.residual_length;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The same weights, anchors and residual term under new metadata
+    /// (checked).
+    pub fn with_meta(&self, meta: ModelMeta) -> Result<Self> {
+        let e = Ensemble { meta, ..self.clone() };
         e.validate()?;
         Ok(e)
     }
@@ -150,6 +192,21 @@ impl Ensemble {
         let a: Vec<f32> = self.anchors.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
         if a.iter().any(|x| !x.is_finite()) || !(m.anchor_spacing.is_finite() && m.anchor_spacing > 0.0) {
             bail!("non-finite anchors or anchor spacing");
+        }
+        match &self.residual {
+            Some((rows, weights)) => {
+                let (r, w) = (rows.dims(), weights.dims());
+                if r.len() != 2 || r[1] != f || w != [r[0]] {
+                    bail!("residual rows {r:?} and weights {w:?} do not match [R, {f}] and [R]");
+                }
+                let v: Vec<f32> =
+                    Tensor::cat(&[rows.flatten_all()?, weights.flatten_all()?], 0)?.to_dtype(DType::F32)?.to_vec1()?;
+                if v.iter().any(|x| !x.is_finite()) || !(m.residual_length.is_finite() && m.residual_length > 0.0) {
+                    bail!("non-finite residual term or non-positive residual length");
+                }
+            }
+            None if m.residual_length != 0.0 => bail!("residual length {} without a residual term", m.residual_length),
+            None => {}
         }
         if self.members.is_empty() || self.members.len() != m.members {
             bail!("{} members stored, metadata says {}", self.members.len(), m.members);
@@ -223,8 +280,15 @@ impl Ensemble {
         let d2 = x.unsqueeze(1)?.broadcast_sub(&anchors.unsqueeze(0)?)?.sqr()?.sum(2)?.min_keepdim(1)?.squeeze(1)?;
         let distance = ((d2 / f)? + 1e-10)?.sqrt()?;
         let distance = (distance / self.meta.anchor_spacing)?;
-        let mean = y.mean(0)?;
-        let var = y.broadcast_sub(&mean)?.sqr()?.mean(0)?;
+        let var = y.broadcast_sub(&y.mean_keepdim(0)?)?.sqr()?.mean(0)?;
+        let mut mean = y.mean(0)?;
+        if let Some((rows, weights)) = &self.residual {
+            let rows = rows.to_device(x.device())?.to_dtype(x.dtype())?;
+            let weights = weights.to_device(x.device())?.to_dtype(x.dtype())?;
+            let d2 = (x.unsqueeze(1)?.broadcast_sub(&rows.unsqueeze(0)?)?.sqr()?.sum(2)? / f)?;
+            let k = (d2 / (-2.0 * self.meta.residual_length * self.meta.residual_length))?.exp()?;
+            mean = (mean + k.matmul(&weights.unsqueeze(1)?)?.squeeze(1)?)?;
+        }
         // The small floor keeps the gradient of the square root finite
         // where the members agree exactly.
         let std = (var + 1e-8)?.sqrt()?;
@@ -262,6 +326,12 @@ impl Ensemble {
             a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             self.anchors.dims().to_vec(),
         ));
+        if let Some((rows, weights)) = &self.residual {
+            for (name, t) in [("residual.rows", rows), ("residual.weights", weights)] {
+                let v: Vec<f32> = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+                tensors.push((name.into(), v.iter().flat_map(|x| x.to_le_bytes()).collect(), t.dims().to_vec()));
+            }
+        }
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         let mut meta = self.meta.clone();
         meta.checksum = checksum(tensors.iter().map(|(name, bytes, _)| (name.as_str(), bytes.as_slice())));
@@ -326,7 +396,14 @@ impl Ensemble {
             members.push(layers);
         }
         let anchors = tensors.get("anchors").cloned().context("missing tensor anchors")?;
-        Ensemble::new(members, anchors, meta)
+        let residual = match (tensors.get("residual.rows"), tensors.get("residual.weights")) {
+            (Some(rows), Some(weights)) => Some((rows.clone(), weights.clone())),
+            (None, None) => None,
+            _ => bail!("half a residual term stored"),
+        };
+        let e = Ensemble { members, anchors, residual, meta };
+        e.validate()?;
+        Ok(e)
     }
 }
 

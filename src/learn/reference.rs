@@ -176,6 +176,6 @@ impl Reference {
         meta.target_mean = reference_cost * (1.0 + meta.target_mean);
         meta.target_std *= reference_cost;
         meta.relative = None;
-        Ensemble::new(model.members().to_vec(), model.anchors().clone(), meta)
+        model.with_meta(meta)
     }
 }

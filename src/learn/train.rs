@@ -153,12 +153,13 @@ pub fn train(
         egraphs: Vec::new(),
         oracle: String::new(),
         relative: None,
+        residual_length: 0.0,
         report: TrainReport::default(),
         checksum: String::new(),
     };
     let fitted = fit_members(&split, &meta, None, config, &mut rng, device)?;
     let anchor_rows = split.anchor_rows(&meta);
-    finish(&split, fitted, anchor_rows, meta, device)
+    finish(&split, fitted, anchor_rows, meta, None, device)
 }
 
 /// Fine-tunes `init` on new `rows -> targets` (in `init`'s feature layout
@@ -166,9 +167,10 @@ pub fn train(
 /// `init`'s normalisation, and keeps them unless fitting improves its
 /// validation fold. The feature range and the anchors grow to cover the
 /// new training rows; `init`'s anchors stay, so the trust region covers
-/// both what it was trained on and the new labels. With fewer than two
-/// training labels per member (too few for validation folds) the weights
-/// stay as they are.
+/// both what it was trained on and the new labels. The residual term is
+/// refitted on the new labels. With fewer than two training labels per
+/// member (too few for validation folds) the weights stay as they are, and
+/// so does `init`'s residual term unless the new labels give one.
 pub fn fine_tune(
     init: &Ensemble,
     rows: &[Vec<f64>],
@@ -192,7 +194,8 @@ pub fn fine_tune(
     let mut anchor_rows: Vec<Vec<f64>> =
         old.chunks(init.dim()).map(|r| r.iter().map(|&v| v as f64).collect()).collect();
     anchor_rows.extend(split.anchor_rows(&meta));
-    finish(&split, fitted, anchor_rows, meta, device)
+    let unchanged = (fitted.epochs == 0).then_some(init);
+    finish(&split, fitted, anchor_rows, meta, unchanged, device)
 }
 
 /// What fitting the members gave: their layers, out-of-fold predictions
@@ -248,12 +251,15 @@ fn fit_members(
 }
 
 /// The ensemble from fitted members and anchor rows (standardised), with
-/// the anchors' typical spacing and the honest metrics of `split`.
+/// the anchors' typical spacing, a residual term fitted to the training
+/// rows (or, if none is worth it, `unchanged`'s, whose members these are),
+/// and the honest metrics of `split`.
 fn finish(
     split: &Split,
     fitted: Fitted,
     mut anchor_rows: Vec<Vec<f64>>,
     mut meta: ModelMeta,
+    unchanged: Option<&Ensemble>,
     device: &Device,
 ) -> Result<Ensemble> {
     let f = meta.input_mean.len();
@@ -286,9 +292,11 @@ fn finish(
         device,
     )?;
     meta.anchor_spacing = spacing;
+    meta.residual_length = 0.0;
+    let standardised = split.anchor_rows(&meta);
+    let target_std = meta.target_std;
     let mut model = Ensemble::new(fitted.members, anchors, meta)?;
-    // Honest metrics: the test split, and out-of-fold on the training rows.
-    let predict = |idx: &[usize]| -> Result<(Vec<f64>, Vec<f64>)> {
+    let predict = |model: &Ensemble, idx: &[usize]| -> Result<(Vec<f64>, Vec<f64>)> {
         if idx.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
@@ -296,7 +304,24 @@ fn finish(
         let p = model.predict(&Tensor::from_vec(x, (idx.len(), f), device)?)?;
         Ok((p.mean.to_dtype(DType::F64)?.to_vec1()?, p.std.to_dtype(DType::F64)?.to_vec1()?))
     };
-    let (mean, std) = predict(&split.test_idx)?;
+    // What the members leave unexplained on the training rows, as a
+    // residual term (kept only if it predicts held-out rows better).
+    let (fitted_mean, _) = predict(&model, &split.train_idx)?;
+    let residuals: Vec<f64> =
+        split.train_idx.iter().zip(&fitted_mean).map(|(&i, p)| (targets[i] - p) / target_std).collect();
+    if let Some(fit) = super::residual::fit(&standardised, &residuals, spacing) {
+        log::debug!(
+            "residual term: {} rows, length {:.3}, leave-one-out error {:.2} of none",
+            fit.rows.len(),
+            fit.length,
+            fit.loo_ratio
+        );
+        model = model.with_residual(&fit)?;
+    } else if let Some(init) = unchanged {
+        model = model.with_residual_of(init)?;
+    }
+    // Honest metrics: the test split, and out-of-fold on the training rows.
+    let (mean, std) = predict(&model, &split.test_idx)?;
     let truth: Vec<f64> = split.test_idx.iter().map(|&i| targets[i]).collect();
     let mae = if truth.is_empty() {
         f64::NAN
