@@ -12,6 +12,9 @@ the loop searches):
   has small differences at small d that grow with d; a rugged one reaches
   the level of distant pairs within a few classes, and no smooth model of
   whole-extraction features can rank neighbours there;
+- aliasing: labelled extractions that share every operator count and
+  (parent, child) operator-pair count, which operator-level features cannot
+  tell apart, and how much their areas differ;
 - structure: the Spearman correlation of area with the e-graph's own DAG
   cost (the linear objective) and, for the esyn circuits (operators `*`,
   `+`, `!`), with the size of the extracted circuit as a structurally hashed
@@ -87,6 +90,18 @@ def reachable(graph, choices):
 
 def dag_cost(graph, choices):
     return sum(graph["nodes"][choices[c]].get("cost", 1.0) for c in reachable(graph, choices))
+
+
+def feature_key(graph, choices):
+    """Operator counts and (parent operator, child operator) edge counts of
+    the extraction: what operator-level features see of it."""
+    nodes, key = graph["nodes"], defaultdict(int)
+    for c in reachable(graph, choices):
+        n = nodes[choices[c]]
+        key[n["op"]] += 1
+        for k in n["children"]:
+            key[(n["op"], nodes[choices[child_class(nodes, k)]]["op"])] += 1
+    return tuple(sorted(key.items(), key=str))
 
 
 def aig_size(graph, choices):
@@ -174,6 +189,15 @@ def measure(circuit):
         row[f"{key}_pairs"] = len(v)
         row[f"{key}_diff_pct"] = 100 * sum(v) / len(v) / median if v else None
         row[f"{key}_equal"] = sum(1 for x in v if x == 0) / len(v) if v else None
+    # Aliasing: distinct labelled extractions (all labels) with equal
+    # operator and operator-pair counts, and how far their areas differ.
+    groups = defaultdict(list)
+    for r in labels:
+        groups[feature_key(graph, r["choices"])].append(r["cost"])
+    shared = [g for g in groups.values() if len(g) > 1]
+    row["aliased_labels"] = sum(len(g) for g in shared) / len(labels)
+    row["aliased_spread_pct"] = (100 * sum(max(g) - min(g) for g in shared) / len(shared) / median) if shared else None
+    row["aliased_unequal"] = sum(1 for g in shared if max(g) > min(g)) / len(shared) if shared else None
     area = [r["cost"] for r in good]
     row["rho_dag_cost"] = spearman([dag_cost(graph, r["choices"]) for r in good], area)
     aig = [aig_size(graph, r["choices"]) for r in good] if circuit.startswith("esyn/") else [None]
@@ -210,6 +234,15 @@ def main():
         cells = [f"{fmt(r[f'{k}_diff_pct'], '.2f')} ({fmt(r[f'{k}_equal'], '.0%')}, {r[f'{k}_pairs']})" for k in keys]
         out.append(f"| {r['circuit']} | {r['labels']} | {r['region_low']:g}-{r['region_high']:g} | "
                    + " | ".join(cells) + " |")
+    out += ["", "## Aliasing: distinct extractions that operator-level features cannot tell apart", "",
+            "Over all labels: the share of labelled extractions whose operator counts and (parent, child) "
+            "operator-pair counts equal another's, the share of such groups whose areas differ, and the mean "
+            "area range within a group (% of the region's median).", "",
+            "| circuit | labels in a shared group | groups with different areas | mean range in a group % |",
+            "|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['circuit']} | {r['aliased_labels']:.0%} | {fmt(r['aliased_unequal'], '.0%')} | "
+                   f"{fmt(r['aliased_spread_pct'], '.2f')} |")
     out += ["", "## Spearman correlation of area with structure, in the region", "",
             "| circuit | e-graph DAG cost (linear objective) | structurally hashed AIG size |", "|---|---|---|"]
     for r in rows:
