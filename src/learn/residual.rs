@@ -40,23 +40,9 @@ pub struct ResidualFit {
     pub loo_ratio: f64,
 }
 
-impl ResidualFit {
-    /// The term at standardised rows `xs` (plain numbers, for tests and
-    /// reports; the model evaluates it on tensors).
-    pub fn at(&self, xs: &[Vec<f64>]) -> Vec<f64> {
-        xs.iter()
-            .map(|x| self.rows.iter().zip(&self.weights).map(|(r, w)| w * kernel(x, r, self.length)).sum())
-            .collect()
-    }
-}
-
 /// Squared RMS distance between two rows.
 fn rms2(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum::<f64>() / a.len().max(1) as f64
-}
-
-fn kernel(a: &[f64], b: &[f64], length: f64) -> f64 {
-    (-rms2(a, b) / (2.0 * length * length)).exp()
 }
 
 /// Fits the residual term to `residuals` (standardised target units) at
@@ -167,6 +153,16 @@ fn solve_with_diagonal(a: Vec<f64>, n: usize, r: &[f64]) -> Option<(Vec<f64>, Ve
 mod tests {
     use super::*;
 
+    fn kernel(a: &[f64], b: &[f64], length: f64) -> f64 {
+        (-rms2(a, b) / (2.0 * length * length)).exp()
+    }
+
+    /// The term at a standardised row, in plain numbers (the model
+    /// evaluates it on tensors).
+    fn term_at(fit: &ResidualFit, x: &[f64]) -> f64 {
+        fit.rows.iter().zip(&fit.weights).map(|(r, w)| w * kernel(x, r, fit.length)).sum()
+    }
+
     /// The full inverse, from the same factorisation.
     fn spd_inverse(a: Vec<f64>, n: usize) -> Option<Vec<f64>> {
         let li = lower_inverse(&cholesky(a, n)?, n);
@@ -226,10 +222,10 @@ mod tests {
         let smooth: Vec<f64> = rows.iter().map(|x| (x[0] * 0.8).sin()).collect();
         let fit = fit(&rows, &smooth, 0.25).expect("smooth residuals are worth fitting");
         assert!(fit.loo_ratio < 0.2, "loo ratio {}", fit.loo_ratio);
-        let between = fit.at(&[vec![3.125]])[0];
+        let between = term_at(&fit, &[3.125]);
         assert!((between - (3.125f64 * 0.8).sin()).abs() < 0.05, "{between}");
         // Far from every row the term fades away.
-        assert!(fit.at(&[vec![100.0]])[0].abs() < 1e-6);
+        assert!(term_at(&fit, &[100.0]).abs() < 1e-6);
         // Residuals that alternate row by row: no smooth term predicts a
         // held-out one, so there is none.
         let alternating: Vec<f64> = (0..40).map(|i| if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
