@@ -1,6 +1,6 @@
 """What the ABC-oracle experiments (ablation.py, transfer.py) share: paths,
 the smoothe binary under test, running a command, and measuring an
-extraction with the ABC area oracle."""
+extraction with the oracle (ABC area by default)."""
 import os
 import subprocess
 import sys
@@ -13,7 +13,15 @@ BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"
 # The oracle exports BLIF with this same binary, not whatever the checkout
 # holds at the moment (a rebuild during a run would fail its calls).
 os.environ.setdefault("SMOOTHE", str(BIN))
-ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
+# ORACLE=... measures with another script printing one number, such as
+# experiments/oracles/abc_area_lib2.sh (a cell library held out from
+# development); its label logs and outputs should then be kept apart (NAME=).
+ORACLE = Path(os.environ.get("ORACLE", ROOT / "examples" / "oracles" / "abc_area.sh")).resolve()
+
+
+def oracle_label():
+    """How reports name the oracle: its path in the repository."""
+    return f"`{ORACLE.relative_to(ROOT)}`" if ORACLE.is_relative_to(ROOT) else f"`{ORACLE}`"
 
 
 def run(cmd, check=True):
@@ -26,6 +34,6 @@ def run(cmd, check=True):
 
 
 def oracle(graph, extraction):
-    """The ABC area of an extraction file of the e-graph at `graph`, or None."""
+    """The oracle's cost of an extraction file of the e-graph at `graph`, or None."""
     p = subprocess.run([str(ORACLE), str(graph), str(extraction)], capture_output=True, text=True)
     return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None

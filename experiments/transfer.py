@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Does one model per cell library transfer to new designs? (see transfer.sh)
 
-With the ABC area oracle and seed SEED:
+With the ABC area oracle (or ORACLE=...) and seed SEED:
 
 1. corpus: `train-cost --budget BUDGET` over every esyn circuit at once,
    timed (the library model, `models/esyn-abc-area.safetensors` when
@@ -18,7 +18,8 @@ With the ABC area oracle and seed SEED:
    left out against `train-cost --budget FT` from scratch (separate logs),
    each then frozen and extracted; and the best label each found.
 
-Writes transfer.csv, transfer.md and transfer.svg. `--report` redraws the
+Writes transfer.csv, transfer.md and transfer.svg (NAME.* with NAME=..., for
+another ORACLE=..., whose runs then live in out/NAME). `--report` redraws the
 table and plot from the CSV; `--refreeze` redoes only the extractions by a
 model (zero-call and frozen) of the finished runs with the binary under test.
 """
@@ -30,7 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, run
+from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, oracle_label, run
 
 BUDGET = int(os.environ.get("BUDGET", "100"))
 FT = int(os.environ.get("FT", "30"))
@@ -39,7 +40,8 @@ PAR = int(os.environ.get("PAR", "2"))
 STEPS = os.environ.get("STEPS", "1000")
 ESYN = [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))]
 OTHER = ["boole/mul16"]
-OUT = ROOT / "experiments" / "out" / "transfer"
+NAME = os.environ.get("NAME", "transfer")
+OUT = ROOT / "experiments" / "out" / NAME
 COMMON = ["--seed", SEED, "--threads", 1, "-q"]
 
 
@@ -113,7 +115,9 @@ def zero_call(c, d, row):
         row["note"] = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
     else:
         row["zero_call"] = oracle(graph(c), d / "zero.json")
-        row["zero_call_predicted"] = json.load(open(d / "zero.json"))["prediction"]["mean"]
+        result = json.load(open(d / "zero.json"))
+        row["zero_call_predicted"] = result["prediction"]["mean"]
+        row["zero_call_pick"] = result.get("pick", "")
         row["note"] = ""
 
 
@@ -134,11 +138,11 @@ def refreeze_one(row):
 
 
 def refreeze():
-    with open(HERE / "transfer.csv") as f:
+    with open(HERE / f"{NAME}.csv") as f:
         rows = list(csv.DictReader(f))
     with ThreadPoolExecutor(PAR) as pool:
         rows = list(pool.map(refreeze_one, rows))
-    with open(HERE / "transfer.csv", "w", newline="") as f:
+    with open(HERE / f"{NAME}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         w.writeheader()
         w.writerows(rows)
@@ -151,6 +155,8 @@ def main():
     for path, rs in rounds["designs"].items():
         c = "esyn/" + Path(path).stem
         base[c] = dict(greedy=rs[0]["greedy_real_cost"], dag_greedy=rs[0]["dag_greedy_real_cost"])
+    if os.environ.get("SHIP") and NAME != "transfer":
+        raise SystemExit("SHIP=1 ships the default oracle's models only")
     if os.environ.get("SHIP"):
         for ext in ["safetensors", "rounds.json"]:
             (ROOT / "models" / f"esyn-abc-area.{ext}").write_bytes((OUT / f"esyn.{ext}").read_bytes())
@@ -165,7 +171,7 @@ def main():
     for r in rows:
         r["corpus_seconds"] = round(seconds, 1)
         r["corpus_designs"] = len(ESYN)
-    with open(HERE / "transfer.csv", "w", newline="") as f:
+    with open(HERE / f"{NAME}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         w.writeheader()
         w.writerows(rows)
@@ -197,22 +203,24 @@ def short(note):
 
 
 def report():
-    with open(HERE / "transfer.csv") as f:
-        rows = [{k: (v if k in ("circuit", "note") else num(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+    with open(HERE / f"{NAME}.csv") as f:
+        rows = [{k: (v if k in ("circuit", "note", "zero_call_pick") else num(v)) for k, v in r.items()} for r in csv.DictReader(f)]
     for r in rows:
         r["note"] = short(r.get("note"))
     seconds = rows[0]["corpus_seconds"]
     lines = ["# One model per cell library: transfer to designs it was not trained on", "",
-             f"Made by `experiments/transfer.sh`: ABC mapped area (`examples/oracles/abc_area.sh`), seed "
+             f"Made by `experiments/transfer.sh`: oracle {oracle_label()}, seed "
              f"{int(rows[0]['seed'])}, {int(rows[0]['budget'])} oracle calls per training design; extractions "
              f"step-bounded ({STEPS} SmoothE steps). Positive % = better (smaller area).", "",
              f"Training the corpus model over {int(rows[0]['corpus_designs'])} esyn circuits at `--budget "
              f"{int(rows[0]['budget'])}` took **{seconds / 60:.1f} min** on this 2-core machine, oracle calls "
              "included (target: under 15 min).", "",
              "## Leave one out, zero oracle calls", "",
-             "| circuit | greedy | dag-greedy | linear SmoothE | zero-call model | vs better greedy % | vs linear % |"
-             " predicted | corpus test Spearman | note |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "The zero-call extraction is the cheapest, by the model's mean, of its conservative optimum and the "
+             "greedy, dag-greedy and linear-SmoothE extractions (`picked`).", "",
+             "| circuit | greedy | dag-greedy | linear SmoothE | zero-call model | picked | vs better greedy % |"
+             " vs linear % | predicted | corpus test Spearman | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     vs_lin, never_worse = [], True
     for r in rows:
         better = min(x for x in [r["greedy"], r["dag_greedy"]] if x is not None) \
@@ -222,7 +230,7 @@ def report():
             vs_lin.append(pct(z, r["linear_smoothe"]))
             never_worse &= z <= better
         lines.append(f"| {r['circuit']} | {fmt(r['greedy'])} | {fmt(r['dag_greedy'])} | {fmt(r['linear_smoothe'])} |"
-                     f" {fmt(z)} | {fmt(pct(z, better), 2)} | {fmt(pct(z, r['linear_smoothe']), 2)} |"
+                     f" {fmt(z)} | {r.get('zero_call_pick') or '-'} | {fmt(pct(z, better), 2)} | {fmt(pct(z, r['linear_smoothe']), 2)} |"
                      f" {fmt(r.get('zero_call_predicted'))} | {fmt(r['corpus_test_spearman'], 3)} |"
                      f" {r.get('note') or ''} |")
     mean_lin = sum(vs_lin) / len(vs_lin) if vs_lin else float("nan")
@@ -244,8 +252,8 @@ def report():
                      f" {fmt(pct(r.get('fine_tuned_best_label'), r.get('scratch_best_label')), 2)} |")
     lines += ["", f"- Fine-tuned frozen model better than the from-scratch one: **{sum(wins)} of {len(wins)}** "
               "circuits where both exist (target: every circuit).", "",
-              "Zero-call area relative to the better greedy, per circuit: `transfer.svg`."]
-    (HERE / "transfer.md").write_text("\n".join(lines) + "\n")
+              f"Zero-call area relative to the better greedy, per circuit: `{NAME}.svg`."]
+    (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     svg(rows)
 
 
@@ -278,7 +286,7 @@ def svg(rows):
                    f'<text x="{w - 155}" y="{pad + 9 + 14 * j}">{k.replace("_", " ")}</text>')
     out.append(f'<text x="{pad - 40}" y="{y(hi) + 4}">{hi:.0f}%</text><text x="{pad - 40}" y="{y(lo)}">{lo:.0f}%</text>')
     out.append("</svg>")
-    (HERE / "transfer.svg").write_text("\n".join(out) + "\n")
+    (HERE / f"{NAME}.svg").write_text("\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

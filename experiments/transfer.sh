@@ -7,6 +7,8 @@
 #   experiments/transfer.sh                  # seed 0, budget 100, 30 calls to fine-tune
 #   SHIP=1 experiments/transfer.sh           # also copy the corpus model to models/esyn-abc-area.*
 #   python3 experiments/transfer.py --report # redraw the table and plot only
+#   NAME=transfer-lib2 ORACLE=experiments/oracles/abc_area_lib2.sh experiments/transfer.sh
+#                                            # the same with a cell library held out from development
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet

@@ -22,6 +22,13 @@ pub trait CostModel: Send + Sync {
     fn costs_of(&self, extractions: &[Extraction]) -> Vec<f64> {
         extractions.iter().map(|e| self.cost_of(e)).collect()
     }
+    /// Costs by which to choose among a few finished candidates (an
+    /// optimiser's result and the model-free extractions it started from),
+    /// where they should differ from [`CostModel::costs_of`], the costs the
+    /// optimiser descends. Default: `costs_of`.
+    fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
+        self.costs_of(extractions)
+    }
 }
 
 /// The linear (DAG) cost: the sum of the chosen nodes' costs, each class

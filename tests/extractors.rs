@@ -221,3 +221,58 @@ fn guided_search_reaches_a_distant_target_by_the_model_alone() {
     }
     assert!(improved >= 5, "the search halved the distance on only {improved} of 10 graphs");
 }
+
+/// Descends the node costs, but chooses among finished candidates by the
+/// negated node costs: the dearest candidate wins the final pick.
+struct PicksTheDearest(smoothe::cost::LinearCost);
+
+impl smoothe::cost::CostModel for PicksTheDearest {
+    fn name(&self) -> String {
+        "linear, picking the dearest".into()
+    }
+    fn expected(&self, node_prob: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+        self.0.expected(node_prob)
+    }
+    fn cost_of(&self, e: &smoothe::extraction::Extraction) -> f64 {
+        self.0.cost_of(e)
+    }
+    fn selection_costs(&self, es: &[smoothe::extraction::Extraction]) -> Vec<f64> {
+        es.iter().map(|e| -self.0.cost_of(e)).collect()
+    }
+}
+
+#[test]
+fn smoothe_with_a_model_picks_its_result_by_the_models_selection_costs() {
+    // Graphs where the optimum, greedy and dag-greedy differ in cost.
+    let graphs = [shared_subterm(), cheap_cycle_json(), sharing_pays_only_together()];
+    for (seed, text) in graphs.iter().enumerate() {
+        let seed = seed as u64;
+        let g = graph(text);
+        let problem = preprocess(&g).unwrap();
+        let linear = || smoothe::cost::LinearCost::new(&problem.graph, &candle_core::Device::Cpu).unwrap();
+        let greedy = extract::run(&extract::Greedy, &g, &problem).unwrap().dag_cost;
+        let dag_greedy = extract::run(&extract::DagGreedy, &g, &problem).unwrap().dag_cost;
+        // Selection by the costs it descends: the optimum, never dearer than its starts.
+        let plain = linear();
+        let m = extract::with_model("smoothe", &opts(seed), &plain, 0).unwrap();
+        let kept = extract::run(m.as_ref(), &g, &problem).unwrap();
+        assert_eq!(kept.details["pick"], "smoothe", "graph {seed}: {:?}", kept.details);
+        assert!(kept.dag_cost <= greedy.min(dag_greedy) + 1e-9, "graph {seed}");
+        // Selection by other costs: the cheapest candidate by them.
+        let flipped = PicksTheDearest(linear());
+        let m = extract::with_model("smoothe", &opts(seed), &flipped, 0).unwrap();
+        let picked = extract::run(m.as_ref(), &g, &problem).unwrap();
+        let costs = picked.details["selection_costs"].as_object().unwrap();
+        let names: Vec<&str> = costs.keys().map(String::as_str).collect();
+        assert_eq!(names.len(), 4, "{names:?}");
+        for name in ["smoothe", "greedy", "dag-greedy", "linear"] {
+            assert!(costs.contains_key(name), "{name} missing from {costs:?}");
+        }
+        let least = costs.values().map(|v| v.as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+        let pick = picked.details["pick"].as_str().unwrap();
+        assert_eq!(costs[pick].as_f64().unwrap(), least, "graph {seed}: picked {pick} of {costs:?}");
+        assert_eq!(-least, picked.dag_cost, "graph {seed}: the pick's recorded cost is its own");
+        assert!(picked.dag_cost >= greedy.max(dag_greedy) - 1e-9, "graph {seed}");
+        assert!(picked.dag_cost > kept.dag_cost, "graph {seed}: the selection costs did not change the pick");
+    }
+}

@@ -118,7 +118,10 @@ fn keep_cheapest(
 /// model's optimisation can start from the cheapest of them by the model:
 /// a conservative model, which charges leaving its training data, cannot
 /// make gradient descent cross a wide region it has never seen to reach a
-/// good one, but the search can jump there.
+/// good one, but the search can jump there. Last, it returns the cheapest
+/// of the optimum and those three model-free extractions by the model's
+/// [`CostModel::selection_costs`] (for most models the same costs, so the
+/// optimum, which is no dearer than its starts, is kept).
 pub struct SmoothEWith<'a> {
     /// The optimiser.
     pub smoothe: SmoothE,
@@ -151,13 +154,36 @@ impl Extractor for SmoothEWith<'_> {
             main.config.time_limit = (main.config.time_limit - start.elapsed().as_secs_f64()).max(1e-3);
         }
         main.config.steps = self.smoothe.config.steps - linear.config.steps.min(self.smoothe.config.steps);
-        let (e, mut details) = main.optimise_from(problem, self.model, &[linear_start.clone(), searched])?;
-        details.insert("model_cost".into(), json!(self.model.cost_of(&e)));
+        let (optimum, mut details) = main.optimise_from(problem, self.model, &[linear_start.clone(), searched])?;
         details.insert("linear_start_model_cost".into(), json!(self.model.cost_of(&linear_start)));
+        let [greedy, dag_greedy, linear] = starts;
+        let candidates = [("smoothe", optimum), ("greedy", greedy), ("dag-greedy", dag_greedy), ("linear", linear)];
+        let (pick, e) = pick_by_selection_costs(self.model, candidates, &mut details);
+        details.insert("pick".into(), json!(pick));
+        details.insert("model_cost".into(), json!(self.model.cost_of(&e)));
         details.insert("search_model_cost".into(), json!(searched_cost));
         details.insert("search_generations".into(), json!(generations));
         Ok((e, details))
     }
+}
+
+/// The cheapest of `candidates` (named, the first the optimiser's result)
+/// by [`CostModel::selection_costs`]; ties go to the earlier one. Records
+/// every candidate's selection cost in `details`.
+fn pick_by_selection_costs<const N: usize>(
+    model: &dyn CostModel,
+    candidates: [(&'static str, Extraction); N],
+    details: &mut Map<String, Value>,
+) -> (&'static str, Extraction) {
+    let extractions: Vec<Extraction> = candidates.iter().map(|(_, e)| e.clone()).collect();
+    let costs = model.selection_costs(&extractions);
+    let mut by_name = Map::new();
+    for ((name, _), c) in candidates.iter().zip(&costs) {
+        by_name.insert((*name).into(), json!(c));
+    }
+    details.insert("selection_costs".into(), Value::Object(by_name));
+    let best = (0..N).fold(0, |best, i| if costs[i] < costs[best] { i } else { best });
+    candidates.into_iter().nth(best).expect("index in range")
 }
 
 /// The cheapest by `model` of `samples` random valid extractions.

@@ -78,6 +78,9 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
     eprintln!("{}: dag cost {}, {} classes, {:.3} s", result.method, result.dag_cost, result.classes, result.seconds);
     if let Some(p) = result.prediction {
         eprintln!("model predicts {:.4} +- {:.4}", p.mean, p.std);
+        if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
+            eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
+        }
         if let Some(r) = result.reference.filter(|r| !r.measured) {
             eprintln!(
                 "note: the model was not trained on this design; its prediction is relative to the \
