@@ -16,9 +16,11 @@ use std::path::Path;
 
 /// Key of the metadata record inside the safetensors header.
 const META_KEY: &str = "smoothe";
-/// Version of the file layout this build writes. Format 3 (before relative
-/// models) reads the same; older files are refused with a message.
-const FORMAT: u32 = 5;
+/// Version of the file layout this build writes. Formats 3 (before relative
+/// models) and 4 (before the residual term) read the same; format 5 stored
+/// the residual term's rows beside the anchors, and is read into one weight
+/// per anchor. Older files are refused with a message.
+const FORMAT: u32 = 6;
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u32 = 3;
 
@@ -84,9 +86,9 @@ pub struct Ensemble {
     members: Vec<Vec<Linear>>,
     /// Standardised training feature rows `[rows, F]`.
     anchors: Tensor,
-    /// The residual term's rows `[R, F]` (standardised) and weights `[R]`
-    /// (standardised target units), if the model has one.
-    residual: Option<(Tensor, Tensor)>,
+    /// The residual term's weight per anchor `[rows]` (standardised target
+    /// units; 0 for an anchor it was not fitted on), if the model has one.
+    residual: Option<Tensor>,
     /// Metadata.
     pub meta: ModelMeta,
 }
@@ -111,30 +113,51 @@ impl Ensemble {
         Ok(e)
     }
 
-    /// This ensemble plus the residual term `fit` (see [`super::residual`]).
+    /// This ensemble plus the residual term `fit` (see [`super::residual`]),
+    /// whose rows must be anchors (standardised training rows).
     pub fn with_residual(mut self, fit: &ResidualFit) -> Result<Self> {
-        let device = self.anchors.device().clone();
-        let f = self.dim();
-        if fit.rows.iter().any(|r| r.len() != f) {
-            bail!("residual rows do not have {f} features");
-        }
-        let rows = fit.rows.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>();
-        let weights = fit.weights.iter().map(|&v| v as f32).collect::<Vec<f32>>();
-        self.residual = Some((
-            Tensor::from_vec(rows, (fit.rows.len(), f), &device)?,
-            Tensor::from_vec(weights, fit.weights.len(), &device)?,
-        ));
+        let rows: Vec<f32> = fit.rows.iter().flatten().map(|&v| v as f32).collect();
+        let weights: Vec<f32> = fit.weights.iter().map(|&v| v as f32).collect();
+        self.residual = Some(self.weights_per_anchor(&rows, &weights)?);
         self.meta.residual_length = fit.length;
         self.validate()?;
         Ok(self)
     }
 
-    /// This ensemble with `other`'s residual term (or none, if it has none).
+    /// This ensemble with `other`'s residual term (or none, if it has
+    /// none), whose anchors must be among this one's.
     pub fn with_residual_of(mut self, other: &Ensemble) -> Result<Self> {
-        self.residual = other.residual.clone();
+        self.residual = match &other.residual {
+            Some(w) => {
+                let rows: Vec<f32> = other.anchors.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+                let weights: Vec<f32> = w.to_dtype(DType::F32)?.to_vec1()?;
+                Some(self.weights_per_anchor(&rows, &weights)?)
+            }
+            None => None,
+        };
         self.meta.residual_length = other.meta.residual_length;
         self.validate()?;
         Ok(self)
+    }
+
+    /// The residual weights `weights` of standardised `rows` (flattened,
+    /// `F` per row) as one weight per anchor, 0 where no row is that
+    /// anchor. Errors if a row with a weight is not an anchor.
+    fn weights_per_anchor(&self, rows: &[f32], weights: &[f32]) -> Result<Tensor> {
+        let f = self.dim();
+        if rows.len() != weights.len() * f {
+            bail!("{} residual weights for {} values of rows of {f} features", weights.len(), rows.len());
+        }
+        let anchors: Vec<f32> = self.anchors.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+        let bits = |row: &[f32]| row.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+        let index: HashMap<Vec<u32>, usize> = anchors.chunks(f).enumerate().map(|(a, row)| (bits(row), a)).collect();
+        let mut per_anchor = vec![0f32; anchors.len() / f];
+        for (row, &w) in rows.chunks(f).zip(weights).filter(|(_, &w)| w != 0.0) {
+            let a = index.get(&bits(row)).context("a residual row is not one of the model's anchors")?;
+            per_anchor[*a] += w;
+        }
+        let n = per_anchor.len();
+        Ok(Tensor::from_vec(per_anchor, n, self.anchors.device())?)
     }
 
     /// The same weights, anchors and residual term under new metadata
@@ -194,13 +217,11 @@ impl Ensemble {
             bail!("non-finite anchors or anchor spacing");
         }
         match &self.residual {
-            Some((rows, weights)) => {
-                let (r, w) = (rows.dims(), weights.dims());
-                if r.len() != 2 || r[1] != f || w != [r[0]] {
-                    bail!("residual rows {r:?} and weights {w:?} do not match [R, {f}] and [R]");
+            Some(weights) => {
+                if weights.dims() != [anchors[0]] {
+                    bail!("residual weights {:?} do not match the {} anchors", weights.dims(), anchors[0]);
                 }
-                let v: Vec<f32> =
-                    Tensor::cat(&[rows.flatten_all()?, weights.flatten_all()?], 0)?.to_dtype(DType::F32)?.to_vec1()?;
+                let v: Vec<f32> = weights.to_dtype(DType::F32)?.to_vec1()?;
                 if v.iter().any(|x| !x.is_finite()) || !(m.residual_length.is_finite() && m.residual_length > 0.0) {
                     bail!("non-finite residual term or non-positive residual length");
                 }
@@ -277,15 +298,14 @@ impl Ensemble {
         let y = self.member_outputs(&x)?;
         let anchors = self.anchors.to_device(x.device())?.to_dtype(x.dtype())?;
         let f = self.dim() as f64;
-        let d2 = x.unsqueeze(1)?.broadcast_sub(&anchors.unsqueeze(0)?)?.sqr()?.sum(2)?.min_keepdim(1)?.squeeze(1)?;
-        let distance = ((d2 / f)? + 1e-10)?.sqrt()?;
-        let distance = (distance / self.meta.anchor_spacing)?;
+        // Mean squared difference to every anchor, `[batch, anchors]`.
+        let d2 = (x.unsqueeze(1)?.broadcast_sub(&anchors.unsqueeze(0)?)?.sqr()?.sum(2)? / f)?;
+        let nearest = d2.min_keepdim(1)?.squeeze(1)?;
+        let distance = ((nearest + 1e-10)?.sqrt()? / self.meta.anchor_spacing)?;
         let var = y.broadcast_sub(&y.mean_keepdim(0)?)?.sqr()?.mean(0)?;
         let mut mean = y.mean(0)?;
-        if let Some((rows, weights)) = &self.residual {
-            let rows = rows.to_device(x.device())?.to_dtype(x.dtype())?;
+        if let Some(weights) = &self.residual {
             let weights = weights.to_device(x.device())?.to_dtype(x.dtype())?;
-            let d2 = (x.unsqueeze(1)?.broadcast_sub(&rows.unsqueeze(0)?)?.sqr()?.sum(2)? / f)?;
             let k = (d2 / (-2.0 * self.meta.residual_length * self.meta.residual_length))?.exp()?;
             mean = (mean + k.matmul(&weights.unsqueeze(1)?)?.squeeze(1)?)?;
         }
@@ -326,14 +346,18 @@ impl Ensemble {
             a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             self.anchors.dims().to_vec(),
         ));
-        if let Some((rows, weights)) = &self.residual {
-            for (name, t) in [("residual.rows", rows), ("residual.weights", weights)] {
-                let v: Vec<f32> = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-                tensors.push((name.into(), v.iter().flat_map(|x| x.to_le_bytes()).collect(), t.dims().to_vec()));
-            }
+        if let Some(weights) = &self.residual {
+            let v: Vec<f32> = weights.to_dtype(DType::F32)?.to_vec1()?;
+            tensors.push((
+                "residual.weights".into(),
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                weights.dims().to_vec(),
+            ));
         }
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         let mut meta = self.meta.clone();
+        // Whatever it was loaded from, it is written in this build's layout.
+        meta.format = FORMAT;
         meta.checksum = checksum(tensors.iter().map(|(name, bytes, _)| (name.as_str(), bytes.as_slice())));
         let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
             .iter()
@@ -396,12 +420,16 @@ impl Ensemble {
             members.push(layers);
         }
         let anchors = tensors.get("anchors").cloned().context("missing tensor anchors")?;
-        let residual = match (tensors.get("residual.rows"), tensors.get("residual.weights")) {
-            (Some(rows), Some(weights)) => Some((rows.clone(), weights.clone())),
+        let mut e = Ensemble { members, anchors, residual: None, meta };
+        e.residual = match (tensors.get("residual.rows"), tensors.get("residual.weights")) {
+            // Format 5 stored the fitted rows beside their weights.
+            (Some(rows), Some(weights)) if e.meta.format == 5 => {
+                Some(e.weights_per_anchor(&rows.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?, &weights.to_vec1()?)?)
+            }
+            (None, Some(weights)) if e.meta.format > 5 => Some(weights.clone()),
             (None, None) => None,
-            _ => bail!("half a residual term stored"),
+            _ => bail!("the residual term's tensors do not match format {}", e.meta.format),
         };
-        let e = Ensemble { members, anchors, residual, meta };
         e.validate()?;
         Ok(e)
     }
