@@ -1274,3 +1274,21 @@ fn format_5_models_read_their_residual_rows_as_one_weight_per_anchor() {
     assert_eq!(reloaded.meta.format, smoothe::learn::network::MODEL_FORMAT);
     check(&reloaded, "saved and reloaded");
 }
+
+#[test]
+fn train_cost_stops_at_once_when_the_oracle_fails_on_every_baseline() {
+    let dir = fresh_dir("broken-oracle");
+    let oracle = script("broken.sh", "echo 'abc: command not found' >&2\nexit 127");
+    let out = dir.join("m.safetensors");
+    let labels = dir.join("l.jsonl");
+    let mut args = train_cost_args(oracle.to_str().unwrap(), out.to_str().unwrap(), "60");
+    args.extend(["--labels", labels.to_str().unwrap()]);
+    let graph = repo("datasets/esyn/mul3.json");
+    args.push(&graph);
+    let (code, _, stderr) = cli(&args);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("stopping") && stderr.contains("abc: command not found"), "{stderr}");
+    // Three calls (the baselines), not the budget of 60.
+    assert_eq!(LabelLog::open(&labels).unwrap().labels().len(), 3);
+    assert!(!out.exists());
+}

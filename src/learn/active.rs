@@ -6,7 +6,7 @@ use super::acquisition::{expected_improvement, Acquisition};
 use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
-use super::labels::LabelLog;
+use super::labels::{Label, LabelLog};
 use super::metrics::TrainReport;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
@@ -206,6 +206,19 @@ pub fn train_cost(
     let bases = [greedy, dag, linear];
     let base_originals: Vec<OriginalExtraction> = bases.iter().map(|e| problem.to_original(e)).collect();
     let (base_costs, _) = labeler.label(log, &base_originals, &mut budget)?;
+    // An oracle that fails on all three is broken (a missing tool, a bad
+    // path); every further call would fail too, each up to its timeout.
+    if base_costs.iter().all(Option::is_none) {
+        let why = log
+            .labels()
+            .iter()
+            .rev()
+            .find(|l| l.egraph == fingerprint && l.oracle == oracle_id && l.cost.is_none())
+            .and_then(|l| l.error.clone());
+        if let Some(why) = why {
+            bail!("the oracle failed on greedy, dag-greedy and linear SmoothE's extractions alike; stopping (the last failure: {why})");
+        }
+    }
     // Initial samples: distinct, mostly perturbations of the baselines
     // (the real cost often favours another of them than the node costs do).
     let mut seen: HashSet<Extraction> = bases.iter().cloned().collect();
@@ -261,7 +274,20 @@ pub fn train_cost(
         model.meta.oracle = oracle_id.clone();
         Ok(model)
     };
-    let mut model = refit(&data, smoothe.seed)?;
+    let mut model = refit(&data, smoothe.seed).map_err(|e| {
+        // Too few labels to train is most often an oracle that fails.
+        let ours: Vec<&Label> =
+            log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).collect();
+        match ours.iter().rev().find(|l| l.cost.is_none()) {
+            Some(failed) => e.context(format!(
+                "{} of the {} oracle calls on this design failed (the last: {})",
+                ours.iter().filter(|l| l.cost.is_none()).count(),
+                ours.len(),
+                failed.error.as_deref().unwrap_or("no reason recorded")
+            )),
+            None => e,
+        }
+    })?;
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
     let summary = |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius| RoundSummary {
