@@ -3,7 +3,7 @@
 
 For each circuit and seed, at equal oracle calls (BUDGET, the greedy,
 dag-greedy and linear-SmoothE starting points included), with the ABC area
-oracle:
+oracle (or ORACLE=...):
 
 - loop:    `train-cost` at its defaults (the model picks by its acquisition rule);
 - sampler: `train-cost --initial BUDGET --rounds 0`, the loop's own sampler
@@ -17,7 +17,8 @@ Then, with the loop's final model frozen and no oracle calls,
 greedy methods, all measured by the oracle; and the model's prediction for
 its own extraction. Writes ablation.csv (one row per circuit, seed and
 method), ablation_curves.csv (best real cost after each call), ablation.md
-and ablation.svg. `--report` redraws the table and plot from the CSVs;
+and ablation.svg (NAME.* and NAME_curves.csv with NAME=..., for another
+ORACLE=..., whose runs then live in out/NAME). `--report` redraws the table and plot from the CSVs;
 `--collect` rebuilds the CSVs from the finished runs in experiments/out
 (for a run that was stopped part way); `--refreeze` redoes only the frozen
 extraction of every finished run with the binary under test, then collects
@@ -29,7 +30,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, run
+from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, oracle_label, run
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -42,7 +43,9 @@ METHODS = ["loop", "sampler", "random", "anneal"]
 # after a change to the loop alone).
 RERUN = os.environ.get("METHODS", "").split() or METHODS
 MODEL_FREE = ["sampler", "random", "anneal"]
-OUT = ROOT / "experiments" / "out" / "ablation"
+# NAME=... keeps another oracle's runs and results apart (see abc_common).
+NAME = os.environ.get("NAME", "ablation")
+OUT = ROOT / "experiments" / "out" / NAME
 
 
 def curve(log):
@@ -128,7 +131,7 @@ def main(collect_only=False, refreeze=False):
     old = read_rows() if os.environ.get("KEEP") else []
     keep = {(r["circuit"], r["seed"]) for r in rows}
     rows = [r for r in old if (r["circuit"], r["seed"]) not in keep] + rows
-    with open(HERE / "ablation.csv", "w", newline="") as f:
+    with open(HERE / f"{NAME}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[-1].keys()))
         w.writeheader()
         w.writerows(rows)
@@ -136,7 +139,7 @@ def main(collect_only=False, refreeze=False):
     for (c, s), (_, cv) in zip(tasks, results):
         for m, ys in cv.items():
             old_curves[(c, s, m)] = ys
-    with open(HERE / "ablation_curves.csv", "w", newline="") as f:
+    with open(HERE / f"{NAME}_curves.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["circuit", "seed", "method", "calls", "best"])
         for (c, s, m), ys in sorted(old_curves.items()):
@@ -152,18 +155,18 @@ def num(v):
 
 
 def read_rows():
-    if not (HERE / "ablation.csv").exists():
+    if not (HERE / f"{NAME}.csv").exists():
         return []
-    with open(HERE / "ablation.csv") as f:
+    with open(HERE / f"{NAME}.csv") as f:
         return [{k: (v if k in ("circuit", "optimum_checks") else (int(v) if k == "seed" else num(v)))
                  for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def read_curves():
     out = {}
-    if not (HERE / "ablation_curves.csv").exists():
+    if not (HERE / f"{NAME}_curves.csv").exists():
         return out
-    with open(HERE / "ablation_curves.csv") as f:
+    with open(HERE / f"{NAME}_curves.csv") as f:
         for r in csv.DictReader(f):
             out.setdefault((r["circuit"], int(r["seed"]), r["method"]), []).append(float(r["best"]))
     return out
@@ -180,7 +183,7 @@ def report():
     circuits = list(dict.fromkeys(r["circuit"] for r in rows))
     seeds = sorted({r["seed"] for r in rows})
     lines = ["# Does the learned model earn its place? Ablation at equal oracle calls", "",
-             f"Made by `experiments/ablation.sh`: ABC mapped area (`examples/oracles/abc_area.sh`), {BUDGET} oracle calls"
+             f"Made by `experiments/ablation.sh`: oracle {oracle_label()}, {BUDGET} oracle calls"
              f" per method (the greedy, dag-greedy and linear-SmoothE starting points included), seeds {seeds}."
              " Values are means over seeds.", "",
              "- **loop**: `train-cost` at its defaults;",
@@ -238,9 +241,9 @@ def report():
               f"- Mean area below the better greedy: **{mean(f_gain):.2f}%** (target: at least 5%).",
               f"- Worst mean prediction error: **{max(f_err):.2f}%** (target: within 5%).",
               f"- Lowest test-split Spearman of a final model: **{min(rho):.3f}** (target: at least 0.8).", "",
-              "Best real area against oracle calls, relative to the better greedy: `ablation.svg`."]
-    (HERE / "ablation.md").write_text("\n".join(lines) + "\n")
-    svg(rows, curves, circuits, HERE / "ablation.svg")
+              f"Best real area against oracle calls, relative to the better greedy: `{NAME}.svg`."]
+    (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
+    svg(rows, curves, circuits, HERE / f"{NAME}.svg")
 
 
 def svg(rows, curves, circuits, path):

@@ -1292,3 +1292,31 @@ fn train_cost_stops_at_once_when_the_oracle_fails_on_every_baseline() {
     assert_eq!(LabelLog::open(&labels).unwrap().labels().len(), 3);
     assert!(!out.exists());
 }
+
+#[test]
+fn predict_gives_the_verdict_extract_reported_and_refuses_what_is_not_an_extraction() {
+    let graph = repo("datasets/esyn/mul3.json");
+    let model = repo("models/mul3-abc-area.safetensors");
+    let dir = fresh_dir("predict");
+    let frozen = dir.join("frozen.json");
+    extract_with_model_checked(&graph, &model, "smoothe", &frozen);
+    let greedy = dir.join("greedy.json");
+    let (code, _, stderr) = cli(&["extract", "--method", "greedy", "-q", "-o", greedy.to_str().unwrap(), &graph]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) =
+        cli(&["predict", "--model", &model, &graph, frozen.to_str().unwrap(), greedy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines[0].starts_with(frozen.to_str().unwrap()) && lines[1].starts_with(greedy.to_str().unwrap()));
+    // The same model on the same extraction: the verdict extract wrote.
+    let written = parse_json(&std::fs::read_to_string(&frozen).unwrap())["prediction"].clone();
+    let mean: f64 = lines[0].split(": ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!((mean - written["mean"].as_f64().unwrap()).abs() < 1e-3, "{} against {written}", lines[0]);
+    // A file that is not a valid extraction of this e-graph is refused by name.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{}").unwrap();
+    let (code, _, stderr) = cli(&["predict", "--model", &model, &graph, bad.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("bad.json"), "{stderr}");
+}

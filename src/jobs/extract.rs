@@ -100,17 +100,7 @@ impl ExtractJob {
         let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
         let learned = match &self.model {
             Some(path) => {
-                let ensemble = Ensemble::load(path, &options.device)?;
-                let cost = LearnedCost::new(
-                    ensemble,
-                    &problem,
-                    &graph,
-                    self.conservatism,
-                    self.linear_weight,
-                    &options.device,
-                )
-                .with_context(|| format!("{}", path.display()))?;
-                Some(cost)
+                Some(bind_model(path, &problem, &graph, self.conservatism, self.linear_weight, &options.device)?)
             }
             None => None,
         };
@@ -155,4 +145,19 @@ impl ExtractJob {
             reference: learned.as_ref().and_then(|m| m.reference()),
         })
     }
+}
+
+/// Loads the model at `path` and binds it to `problem` (preprocessed from
+/// `graph`) as a cost model; errors name the file.
+pub(super) fn bind_model(
+    path: &Path,
+    problem: &preprocess::Reduced,
+    graph: &crate::egraph::EGraph,
+    conservatism: Conservatism,
+    linear_weight: f64,
+    device: &candle_core::Device,
+) -> Result<LearnedCost> {
+    let ensemble = Ensemble::load(path, device)?;
+    LearnedCost::new(ensemble, problem, graph, conservatism, linear_weight, device)
+        .with_context(|| format!("{}", path.display()))
 }

@@ -4,8 +4,10 @@
 
 mod extract;
 mod oracle_runs;
+mod predict;
 mod train_cost;
 
 pub use extract::{ExtractJob, ExtractResult};
 pub use oracle_runs::{LabelJob, SearchJob};
+pub use predict::{PredictJob, Verdict};
 pub use train_cost::{OutputPaths, TrainCostJob, TrainCostResult};

@@ -6,6 +6,7 @@ use anyhow::Result;
 use smoothe::extract::{SmoothEConfig, METHODS};
 use smoothe::jobs::ExtractJob;
 use smoothe::learn::objective::Conservatism;
+use smoothe::learn::reference::ReferenceEstimate;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -81,15 +82,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
             eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
         }
-        if let Some(r) = result.reference.filter(|r| !r.measured) {
-            eprintln!(
-                "note: the model was not trained on this design; its prediction is relative to the \
-                 dag-greedy extraction, whose cost is estimated at {:.4} (+-{:.0}%) from the training \
-                 designs, so the absolute figure is rough (the choice of extraction does not depend on it)",
-                r.cost,
-                100.0 * r.spread
-            );
-        }
+        note_estimated_reference(result.reference);
         if p.features_outside > 0 {
             eprintln!(
                 "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
@@ -99,4 +92,18 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// For a relative model on a design it was not trained on: says that the
+/// predictions' absolute level is an estimate.
+pub fn note_estimated_reference(reference: Option<ReferenceEstimate>) {
+    if let Some(r) = reference.filter(|r| !r.measured) {
+        eprintln!(
+            "note: the model was not trained on this design; its prediction is relative to the \
+             dag-greedy extraction, whose cost is estimated at {:.4} (+-{:.0}%) from the training \
+             designs, so the absolute figure is rough (the ranking of extractions does not depend on it)",
+            r.cost,
+            100.0 * r.spread
+        );
+    }
 }

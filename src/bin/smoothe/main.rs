@@ -5,6 +5,7 @@
 mod common;
 mod extract;
 mod label;
+mod predict;
 mod search;
 mod terminal;
 mod tools;
@@ -41,6 +42,10 @@ enum Command {
     /// already logged are reused, new ones are logged. Prints one line per
     /// extraction.
     Label(label::LabelArgs),
+    /// Print a trained model's prediction for given extractions: mean,
+    /// spread, the conservative score `extract --model` minimises, and how
+    /// far each lies from the model's training data. No oracle call.
+    Predict(predict::PredictArgs),
     /// Write an extraction of a boolean e-graph as a netlist.
     Export(tools::ExportArgs),
 }
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         Command::TrainCost(args) => train_cost::run(args),
         Command::Search(args) => search::run(args),
         Command::Label(args) => label::run(args),
+        Command::Predict(args) => predict::run(args),
         Command::Export(args) => tools::export(args),
     };
     if INTERRUPTED.load(Ordering::SeqCst) {
