@@ -6,7 +6,7 @@ use super::acquisition::{expected_improvement, Acquisition};
 use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
-use super::labels::{Label, LabelLog};
+use super::labels::LabelLog;
 use super::metrics::TrainReport;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
@@ -192,8 +192,7 @@ pub fn train_cost(
     // The budget caps the labels this e-graph and oracle have in the log
     // over all runs, so a resumed run finishes the same job instead of
     // starting a new one; asking again for a logged label is free.
-    let calls =
-        |log: &LabelLog| log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
+    let calls = |log: &LabelLog| log.calls(&fingerprint, &oracle_id).total;
     let mut budget = config.budget.saturating_sub(calls(log));
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
     let run_smoothe = |seed: u64| -> SmoothE {
@@ -209,13 +208,7 @@ pub fn train_cost(
     // An oracle that fails on all three is broken (a missing tool, a bad
     // path); every further call would fail too, each up to its timeout.
     if base_costs.iter().all(Option::is_none) {
-        let why = log
-            .labels()
-            .iter()
-            .rev()
-            .find(|l| l.egraph == fingerprint && l.oracle == oracle_id && l.cost.is_none())
-            .and_then(|l| l.error.clone());
-        if let Some(why) = why {
+        if let Some(why) = log.calls(&fingerprint, &oracle_id).last_failure.and_then(|l| l.error.as_deref()) {
             bail!("the oracle failed on greedy, dag-greedy and linear SmoothE's extractions alike; stopping (the last failure: {why})");
         }
     }
@@ -276,14 +269,13 @@ pub fn train_cost(
     };
     let mut model = refit(&data, smoothe.seed).map_err(|e| {
         // Too few labels to train is most often an oracle that fails.
-        let ours: Vec<&Label> =
-            log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).collect();
-        match ours.iter().rev().find(|l| l.cost.is_none()) {
-            Some(failed) => e.context(format!(
+        let calls = log.calls(&fingerprint, &oracle_id);
+        match calls.last_failure {
+            Some(last) => e.context(format!(
                 "{} of the {} oracle calls on this design failed (the last: {})",
-                ours.iter().filter(|l| l.cost.is_none()).count(),
-                ours.len(),
-                failed.error.as_deref().unwrap_or("no reason recorded")
+                calls.failed,
+                calls.total,
+                last.error.as_deref().unwrap_or("no reason recorded")
             )),
             None => e,
         }

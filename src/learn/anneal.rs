@@ -68,7 +68,7 @@ pub fn anneal(
     let original = labeler.graph;
     let oracle_id = labeler.oracle.identity();
     let fingerprint = original.fingerprint();
-    let logged = log.labels().iter().filter(|l| l.egraph == fingerprint && l.oracle == oracle_id).count();
+    let logged = log.calls(&fingerprint, &oracle_id).total;
     let mut budget = config.budget.saturating_sub(logged);
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
     let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, smoothe.extract(problem)?];

@@ -63,6 +63,18 @@ fn lock(file: &std::fs::File, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The oracle calls a log records for one e-graph and oracle
+/// ([`LabelLog::calls`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Calls<'l> {
+    /// Calls, failed ones included.
+    pub total: usize,
+    /// Failed calls.
+    pub failed: usize,
+    /// The last failed call.
+    pub last_failure: Option<&'l Label>,
+}
+
 impl LabelLog {
     /// Opens (or starts) the log at `path`. A last line cut short by a kill
     /// or a full disk is cut off the file (it holds no complete label), so
@@ -153,6 +165,20 @@ impl LabelLog {
     /// Every label, in file order (later duplicates win in the index).
     pub fn labels(&self) -> &[Label] {
         &self.labels
+    }
+
+    /// How the oracle calls on the e-graph with fingerprint `egraph` by the
+    /// oracle `oracle` went, over every run that wrote this log.
+    pub fn calls(&self, egraph: &str, oracle: &str) -> Calls<'_> {
+        let mut calls = Calls { total: 0, failed: 0, last_failure: None };
+        for l in self.labels.iter().filter(|l| l.egraph == egraph && l.oracle == oracle) {
+            calls.total += 1;
+            if l.cost.is_none() {
+                calls.failed += 1;
+                calls.last_failure = Some(l);
+            }
+        }
+        calls
     }
 
     /// The successful labels for one e-graph and oracle, one per

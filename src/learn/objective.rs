@@ -212,11 +212,16 @@ impl LearnedCost {
 
     /// Conservative scores (plus the linear term) of extractions.
     pub fn scores(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
+        self.totals(extractions, |p| self.score(p))
+    }
+
+    /// `of(prediction)` plus the linear term, per extraction.
+    fn totals(&self, extractions: &[Extraction], of: impl Fn(&Prediction) -> f64) -> Result<Vec<f64>> {
         let preds = self.predict(extractions)?;
         Ok(preds
             .iter()
             .zip(extractions)
-            .map(|(p, e)| self.score(p) + self.linear.as_ref().map_or(0.0, |(l, w)| w * l.cost_of(e)))
+            .map(|(p, e)| of(p) + self.linear.as_ref().map_or(0.0, |(l, w)| w * l.cost_of(e)))
             .collect())
     }
 
@@ -292,17 +297,7 @@ impl CostModel for LearnedCost {
         if self.reference.is_none_or(|r| r.measured) {
             return self.costs_of(extractions);
         }
-        match self.predict(extractions) {
-            Ok(preds) => preds
-                .iter()
-                .zip(extractions)
-                .map(|(p, e)| {
-                    p.mean
-                        + self.conservatism.kappa * p.std
-                        + self.linear.as_ref().map_or(0.0, |(l, w)| w * l.cost_of(e))
-                })
-                .collect(),
-            Err(_) => vec![f64::INFINITY; extractions.len()],
-        }
+        self.totals(extractions, |p| p.mean + self.conservatism.kappa * p.std)
+            .unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
     }
 }
