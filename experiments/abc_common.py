@@ -1,6 +1,7 @@
 """What the ABC-oracle experiments (ablation.py, transfer.py) share: paths,
 the smoothe binary under test, running a command, and measuring an
 extraction with the oracle (ABC area by default)."""
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,15 @@ def run(cmd, check=True):
     if check and p.returncode != 0:
         raise RuntimeError(f"{cmd}: {p.stderr}")
     return p
+
+
+def predict(model, graph, *extractions):
+    """`smoothe predict --json`: the model's verdicts (mean, std, score, distance, ...) on extraction files."""
+    p = subprocess.run([str(BIN), "predict", "--json", "--model", str(model), str(graph), *map(str, extractions)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"predict {model}: {p.stderr}")
+    return [json.loads(line) for line in p.stdout.splitlines()]
 
 
 def oracle(graph, extraction):

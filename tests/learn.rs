@@ -1313,6 +1313,21 @@ fn predict_gives_the_verdict_extract_reported_and_refuses_what_is_not_an_extract
     let written = parse_json(&std::fs::read_to_string(&frozen).unwrap())["prediction"].clone();
     let mean: f64 = lines[0].split(": ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
     assert!((mean - written["mean"].as_f64().unwrap()).abs() < 1e-3, "{} against {written}", lines[0]);
+    // `--json`: one object per extraction, with the same verdicts.
+    let (code, stdout, stderr) =
+        cli(&["predict", "--json", "--model", &model, &graph, frozen.to_str().unwrap(), greedy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let verdicts: Vec<serde_json::Value> = stdout.lines().map(parse_json).collect();
+    assert_eq!(verdicts.len(), 2, "{stdout}");
+    assert_eq!(verdicts[1]["extraction"], greedy.to_str().unwrap());
+    for key in ["mean", "std", "distance", "outside"] {
+        let (a, b) = (verdicts[0][key].as_f64().unwrap(), written[key].as_f64().unwrap());
+        assert!((a - b).abs() < 1e-6 * b.abs().max(1.0), "{key}: {a} against {b}");
+    }
+    assert_eq!(verdicts[0]["features_outside"], written["features_outside"]);
+    let score = verdicts[1]["score"].as_f64().unwrap();
+    let text_score: f64 = lines[1].split("(score ").nth(1).unwrap().split(';').next().unwrap().parse().unwrap();
+    assert!((score - text_score).abs() < 1e-3, "{score} against {}", lines[1]);
     // A file that is not a valid extraction of this e-graph is refused by name.
     let bad = dir.join("bad.json");
     std::fs::write(&bad, "{}").unwrap();

@@ -7,6 +7,7 @@ use crate::learn::objective::{Conservatism, Prediction};
 use crate::learn::reference::ReferenceEstimate;
 use crate::{load, preprocess};
 use anyhow::{Context, Result};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Which model judges, and where.
@@ -19,9 +20,10 @@ pub struct PredictJob {
 }
 
 /// The model's verdict on one extraction.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Verdict {
     /// Mean, spread and how far from the training data it lies.
+    #[serde(flatten)]
     pub prediction: Prediction,
     /// The conservative score `extract --model` minimises for it (see
     /// [`crate::learn::objective`]).

@@ -14,6 +14,10 @@ pub struct PredictArgs {
     /// Device for tensor work: cpu, or cuda (needs a build with `--features cuda`) [default: cpu].
     #[arg(long)]
     device: Option<String>,
+    /// Print one JSON object per extraction (its file, mean, std, score,
+    /// distance, outside, features_outside) instead of a sentence, for scripts.
+    #[arg(long)]
+    json: bool,
     /// The e-graph (egraph-serialize JSON).
     egraph: PathBuf,
     /// Extractions (any file `smoothe check` accepts).
@@ -25,6 +29,12 @@ pub fn run(a: PredictArgs) -> Result<ExitCode> {
     let job = PredictJob { model: a.model, device: a.device.unwrap_or_else(|| "cpu".into()) };
     let (verdicts, reference) = job.run(&a.egraph, &a.extractions)?;
     for (path, v) in a.extractions.iter().zip(&verdicts) {
+        if a.json {
+            let mut line = serde_json::to_value(v)?;
+            line["extraction"] = serde_json::json!(path);
+            println!("{line}");
+            continue;
+        }
         let p = v.prediction;
         println!(
             "{}: {:.4} +- {:.4} (score {:.4}; {:.2} spacings from the nearest training row; {} feature(s) outside the training range)",
