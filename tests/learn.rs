@@ -648,6 +648,49 @@ fn search_anneals_with_the_oracle_within_its_budget() {
 }
 
 #[test]
+fn search_with_a_model_screening_its_moves_anneals_as_plain_search_until_the_first_fit() {
+    let graph = repo("datasets/esyn/mul3.json");
+    let mut runs = Vec::new();
+    for screen in ["0", "16"] {
+        let dir = fresh_dir(&format!("search-screen-{screen}"));
+        let (oracle, calls) = counting_oracle(&dir, false);
+        let labels = dir.join("labels.jsonl");
+        let out = dir.join("best.json");
+        let (code, _, stderr) = cli(&[
+            "search",
+            "--oracle",
+            oracle.to_str().unwrap(),
+            "--jobs",
+            "1",
+            "--screen",
+            screen,
+            "--budget",
+            "40",
+            "--labels",
+            labels.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+            &graph,
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 40, "screen {screen}");
+        let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+        let log: Vec<serde_json::Value> = std::fs::read_to_string(&labels).unwrap().lines().map(parse_json).collect();
+        let best = log.iter().filter_map(|l| l["cost"].as_f64()).fold(f64::INFINITY, f64::min);
+        let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+        assert_eq!(result["real_cost"].as_f64().unwrap(), best);
+        assert_eq!(result["screen"].to_string(), screen);
+        runs.push(log.iter().map(|l| l["extraction"].as_str().unwrap().to_string()).collect::<Vec<_>>());
+    }
+    // The same chain and moves: identical until the log holds the 20
+    // labels the first model needs, then the model's choices.
+    assert_eq!(runs[0][..20], runs[1][..20]);
+    assert_ne!(runs[0][20..], runs[1][20..], "the model chose as plain annealing would, every time");
+}
+
+#[test]
 fn damaged_model_files_are_refused_with_one_line() {
     let dev = candle_core::Device::Cpu;
     let good = std::fs::read(repo("models/mul3-abc-area.safetensors")).unwrap();

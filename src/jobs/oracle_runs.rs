@@ -59,7 +59,7 @@ impl SearchJob {
         let _ = std::fs::remove_dir_all(&labeler.work_dir);
         let outcome = outcome?;
         let extra = json!({ "real_cost": outcome.best_cost, "seed": self.seed, "calls": outcome.calls,
-                            "trajectory": outcome.trajectory });
+                            "screen": self.anneal.screen, "trajectory": outcome.trajectory });
         let result = outcome.best.result_json(&graph, "search", 0.0, extra)?;
         Ok((outcome, result))
     }

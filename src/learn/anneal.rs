@@ -1,20 +1,126 @@
-//! Model-free search with the oracle in the loop: simulated annealing over
-//! valid extractions, every step an oracle call (as E-morphic does with its
-//! cost model). The strongest baseline a learned model has to beat at
-//! equal oracle calls.
+//! Search with the oracle in the loop: simulated annealing over valid
+//! extractions, every step an oracle call (as E-morphic does with its cost
+//! model). Without a model, the strongest baseline a learned model has to
+//! beat at equal oracle calls; with one screening each step's moves, the
+//! clean test of what the model adds to it.
 
+use super::dataset::dataset;
+use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
+use super::objective::{Conservatism, LearnedCost};
+use super::train::{train, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::nudge;
 use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
+use candle_core::Device;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+
+/// A Metropolis chain over valid extractions with geometric cooling: where
+/// an annealing search stands.
+struct Chain {
+    /// The current extraction.
+    current: Extraction,
+    /// Its real cost.
+    current_cost: f64,
+    temperature: f64,
+    cooling: f64,
+    moves: usize,
+}
+
+impl Chain {
+    /// A chain at `start` (of real cost `cost`) that cools from
+    /// `config.temperature` to `config.final_temperature` of that cost over
+    /// `steps` steps.
+    fn new(start: Extraction, cost: f64, config: &AnnealConfig, steps: usize) -> Self {
+        let temperature = config.temperature.max(0.0) * cost.abs().max(1e-9);
+        let cooling = config.final_temperature.clamp(1e-12, 1.0).powf(1.0 / steps.max(1) as f64);
+        Chain { current: start, current_cost: cost, temperature, cooling, moves: config.moves.max(1) }
+    }
+
+    /// Up to `n` distinct neighbours of the current extraction (1 to
+    /// `moves` classes switched) that are not in `seen`.
+    fn neighbours(
+        &self,
+        g: &EGraph,
+        n: usize,
+        seen: &HashSet<Extraction>,
+        rng: &mut StdRng,
+    ) -> Result<Vec<Extraction>> {
+        let mut drawn: HashSet<Extraction> = HashSet::new();
+        let mut out = Vec::new();
+        for _ in 0..50 * n {
+            if out.len() == n {
+                break;
+            }
+            let e = nudge(g, &self.current, rng.random_range(1..=self.moves), rng).restricted_to_reachable(g)?;
+            if !seen.contains(&e) && drawn.insert(e.clone()) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves to `e` (of real cost `cost`) by the Metropolis rule, then
+    /// cools.
+    fn observe(&mut self, e: Extraction, cost: f64, rng: &mut StdRng) {
+        let t = self.temperature;
+        let accept =
+            cost <= self.current_cost || (t > 0.0 && rng.random::<f64>() < (-(cost - self.current_cost) / t).exp());
+        if accept {
+            self.current = e;
+            self.current_cost = cost;
+        }
+        self.temperature *= self.cooling;
+    }
+}
+
+/// The `k` of `candidates` with the least lower confidence bound
+/// (`mean - beta * std`, plus the charge for leaving the training box) by
+/// `model`, best first.
+fn screen(model: &LearnedCost, candidates: Vec<Extraction>, k: usize, beta: f64) -> Result<Vec<Extraction>> {
+    let preds = model.predict(&candidates)?;
+    let rank: Vec<f64> = preds.iter().map(|p| model.lower_bound(p, beta)).collect();
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|&a, &b| rank[a].total_cmp(&rank[b]));
+    order.truncate(k);
+    let mut slots: Vec<Option<Extraction>> = candidates.into_iter().map(Some).collect();
+    Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
+}
+
+/// The screening model of a model-screened search: an ensemble at the
+/// loop's defaults fitted on this design's labels so far (`None` below
+/// [`MIN_SCREEN_LABELS`]).
+fn fit_screen(
+    problem: &Reduced,
+    original: &EGraph,
+    log: &LabelLog,
+    fingerprint: &str,
+    oracle_id: &str,
+    seed: u64,
+    device: &Device,
+) -> Result<Option<LearnedCost>> {
+    let config = TrainConfig::default();
+    let data = dataset(original, problem, log, fingerprint, oracle_id, config.test_fraction)?;
+    if data.len() < MIN_SCREEN_LABELS {
+        return Ok(None);
+    }
+    let featurizer = Featurizer::fresh(FeatureKind::Structure, problem, original);
+    let x: Vec<Vec<f64>> = data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
+    let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
+    let test: Vec<bool> = data.iter().map(|l| l.test).collect();
+    let ensemble = train(&x, &y, &test, featurizer.layout.clone(), &config, seed, device)?;
+    Ok(Some(LearnedCost::new(ensemble, problem, original, Conservatism::ACTIVE, 0.0, device)?))
+}
+
+/// Labels before the first screening model.
+const MIN_SCREEN_LABELS: usize = 20;
 
 /// Settings of [`anneal`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,11 +138,25 @@ pub struct AnnealConfig {
     /// Neighbours labelled together per step (in parallel); the best of
     /// them is the step's proposal.
     pub proposals: usize,
+    /// With a model (> 0): neighbours drawn per step, of which the model,
+    /// refitted on the labels so far, picks the `proposals` to label by
+    /// its lower confidence bound. 0: no model, every proposal unscreened.
+    pub screen: usize,
+    /// Labels between refits of the screening model.
+    pub refit_every: usize,
 }
 
 impl Default for AnnealConfig {
     fn default() -> Self {
-        AnnealConfig { budget: 300, moves: 4, temperature: 0.01, final_temperature: 0.01, proposals: 2 }
+        AnnealConfig {
+            budget: 300,
+            moves: 4,
+            temperature: 0.01,
+            final_temperature: 0.01,
+            proposals: 2,
+            screen: 0,
+            refit_every: 30,
+        }
     }
 }
 
@@ -56,7 +176,12 @@ pub struct SearchOutcome {
 /// SmoothE extractions (labelled first, as `train-cost` does). Each step
 /// labels `proposals` distinct neighbours of the current extraction (1 to
 /// `moves` classes switched) and moves to the best of them by the
-/// Metropolis rule.
+/// Metropolis rule. With `screen` > 0, once the log holds
+/// [`MIN_SCREEN_LABELS`] labels of the design, an ensemble fitted on them
+/// (refitted every `refit_every` labels) chooses each step's `proposals`
+/// among `screen` neighbours, by the lower confidence bound; the chain,
+/// its moves and its acceptance stay those of plain annealing, so the
+/// difference measures what the model adds.
 pub fn anneal(
     problem: &Reduced,
     labeler: &Labeler,
@@ -87,7 +212,7 @@ pub fn anneal(
         Ok(costs)
     };
     let costs = label(log, &starts, &mut budget, &mut asked, &mut calls)?;
-    let Some((mut current, mut current_cost)) =
+    let Some((current, current_cost)) =
         starts.iter().zip(&costs).filter_map(|(e, c)| c.map(|c| (e.clone(), c))).min_by(|a, b| a.1.total_cmp(&b.1))
     else {
         bail!("the oracle failed on every starting extraction; see the label log for the errors");
@@ -95,23 +220,31 @@ pub fn anneal(
     let mut best = (current.clone(), current_cost);
     let mut trajectory = vec![(starts.len(), best.1)];
     let mut seen: HashSet<Extraction> = starts.iter().cloned().collect();
-    let steps = (budget / config.proposals.max(1)).max(1) as f64;
-    let t0 = config.temperature.max(0.0) * current_cost.abs().max(1e-9);
-    let cooling = config.final_temperature.clamp(1e-12, 1.0).powf(1.0 / steps);
-    let mut temperature = t0;
+    let mut chain = Chain::new(current, current_cost, config, budget / config.proposals.max(1));
     let mut stale = 0;
+    let mut model: Option<LearnedCost> = None;
+    let mut fitted_at = 0;
     while budget > 0 && stale < 100 {
-        let mut proposals = Vec::new();
-        for _ in 0..50 * config.proposals.max(1) {
-            if proposals.len() == config.proposals.max(1) {
-                break;
-            }
-            let e =
-                nudge(g, &current, rng.random_range(1..=config.moves.max(1)), &mut rng).restricted_to_reachable(g)?;
-            if seen.insert(e.clone()) {
-                proposals.push(e);
-            }
+        if config.screen > 0 && (model.is_none() || asked >= fitted_at + config.refit_every.max(1)) {
+            model = fit_screen(
+                problem,
+                original,
+                log,
+                &fingerprint,
+                &oracle_id,
+                smoothe.seed + asked as u64,
+                &smoothe.device,
+            )?;
+            fitted_at = asked;
         }
+        let proposals = match &model {
+            Some(m) => {
+                let pool = chain.neighbours(g, config.screen.max(config.proposals), &seen, &mut rng)?;
+                screen(m, pool, config.proposals.max(1), 1.0)?
+            }
+            None => chain.neighbours(g, config.proposals.max(1), &seen, &mut rng)?,
+        };
+        seen.extend(proposals.iter().cloned());
         if proposals.is_empty() {
             stale += 1;
             continue;
@@ -122,17 +255,11 @@ pub fn anneal(
         else {
             continue;
         };
-        let accept =
-            c <= current_cost || (temperature > 0.0 && rng.random::<f64>() < (-(c - current_cost) / temperature).exp());
-        if accept {
-            current = e.clone();
-            current_cost = c;
-        }
         if c < best.1 {
-            best = (e, c);
+            best = (e.clone(), c);
         }
+        chain.observe(e, c, &mut rng);
         trajectory.push((asked, best.1));
-        temperature *= cooling;
     }
     let best_original = problem.to_original(&best.0).restricted_to_reachable(original)?;
     Ok(SearchOutcome { best: best_original, best_cost: best.1, calls, trajectory })

@@ -34,9 +34,9 @@ enum Command {
     /// Learn a cost model from an oracle (a script measuring the real cost)
     /// and find a cheap extraction by it.
     TrainCost(train_cost::TrainCostArgs),
-    /// Search with the oracle in the loop and no model: simulated annealing
-    /// over valid extractions, every step an oracle call (a baseline for
-    /// train-cost at equal calls).
+    /// Search with the oracle in the loop: simulated annealing over valid
+    /// extractions, every step an oracle call (a baseline for train-cost at
+    /// equal calls), its moves optionally screened by a model (--screen).
     Search(search::SearchArgs),
     /// Measure extractions with the oracle, through the label log: labels
     /// already logged are reused, new ones are logged. Prints one line per

@@ -19,6 +19,10 @@ pub struct SearchArgs {
     /// Most classes one move switches.
     #[arg(long, default_value_t = AnnealConfig::default().moves)]
     moves: usize,
+    /// Neighbours a learned model, refitted on the labels so far, screens
+    /// per step (0: no model).
+    #[arg(long, default_value_t = 0)]
+    screen: usize,
     /// Label log.
     #[arg(long)]
     labels: PathBuf,
@@ -37,7 +41,13 @@ pub struct SearchArgs {
 pub fn run(a: SearchArgs) -> Result<ExitCode> {
     init_threads(a.run.threads.unwrap_or(0))?;
     let oracle = a.oracle.settings();
-    let anneal = AnnealConfig { budget: a.budget, moves: a.moves, proposals: oracle.jobs.max(1), ..Default::default() };
+    let anneal = AnnealConfig {
+        budget: a.budget,
+        moves: a.moves,
+        proposals: oracle.jobs.max(1),
+        screen: a.screen,
+        ..Default::default()
+    };
     let job = SearchJob {
         oracle,
         anneal,
