@@ -120,7 +120,7 @@ fn fit_screen(
 }
 
 /// Labels before the first screening model.
-const MIN_SCREEN_LABELS: usize = 20;
+pub const MIN_SCREEN_LABELS: usize = 20;
 
 /// Settings of [`anneal`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
