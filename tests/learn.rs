@@ -605,32 +605,32 @@ fn batched_predictions_match_one_at_a_time() {
     assert!(far > samples.len() / 2, "{far} of {} beyond the spacing", samples.len());
 }
 
+/// `smoothe search` on `graph` in `dir`, with the counting toy oracle and
+/// its label log and result there, plus `extra` flags; asserts that it
+/// succeeds and that `smoothe check` accepts its result. Returns the calls
+/// log, the label log and the result file.
+fn search_checked(dir: &Path, graph: &str, extra: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
+    let (oracle, calls) = counting_oracle(dir, false);
+    let labels = dir.join("search.labels.jsonl");
+    let out = dir.join("best.json");
+    let mut args = vec!["search", "--oracle", oracle.to_str().unwrap(), "--labels", labels.to_str().unwrap()];
+    args.extend(["-o", out.to_str().unwrap(), "-q"]);
+    args.extend(extra);
+    args.push(graph);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = cli(&["check", graph, out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    (calls, labels, out)
+}
+
 #[test]
 fn search_anneals_with_the_oracle_within_its_budget() {
     let dir = fresh_dir("search");
-    let (oracle, calls) = counting_oracle(&dir, false);
     let graph = repo("datasets/esyn/mul3.json");
-    let labels = dir.join("search.labels.jsonl");
-    let out = dir.join("best.json");
-    let args = [
-        "search",
-        "--oracle",
-        oracle.to_str().unwrap(),
-        "--budget",
-        "30",
-        "--labels",
-        labels.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "-q",
-        &graph,
-    ];
-    let (code, _, stderr) = cli(&args);
-    assert_eq!(code, 0, "{stderr}");
+    let (calls, labels, out) = search_checked(&dir, &graph, &["--budget", "30"]);
     let made = std::fs::read_to_string(&calls).unwrap().lines().count();
     assert!(made <= 30, "{made} oracle calls for a budget of 30");
-    let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
     // The result is the best labelled extraction, no worse than where it started.
     let costs: Vec<f64> = std::fs::read_to_string(&labels)
         .unwrap()
@@ -642,8 +642,7 @@ fn search_anneals_with_the_oracle_within_its_budget() {
     assert!(best <= costs[..3].iter().copied().fold(f64::INFINITY, f64::min));
     assert!(costs.len() > 10, "annealing stopped after {} labels", costs.len());
     // A rerun with the budget spent asks the oracle nothing.
-    let (code, _, stderr) = cli(&args);
-    assert_eq!(code, 0, "{stderr}");
+    search_checked(&dir, &graph, &["--budget", "30"]);
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), made);
 }
 
@@ -653,30 +652,8 @@ fn search_with_a_model_screening_its_moves_anneals_as_plain_search_until_the_fir
     let mut runs = Vec::new();
     for screen in ["0", "16"] {
         let dir = fresh_dir(&format!("search-screen-{screen}"));
-        let (oracle, calls) = counting_oracle(&dir, false);
-        let labels = dir.join("labels.jsonl");
-        let out = dir.join("best.json");
-        let (code, _, stderr) = cli(&[
-            "search",
-            "--oracle",
-            oracle.to_str().unwrap(),
-            "--jobs",
-            "1",
-            "--screen",
-            screen,
-            "--budget",
-            "40",
-            "--labels",
-            labels.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "-q",
-            &graph,
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        let (calls, labels, out) = search_checked(&dir, &graph, &["--jobs", "1", "--screen", screen, "--budget", "40"]);
         assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 40, "screen {screen}");
-        let (code, _, stderr) = cli(&["check", &graph, out.to_str().unwrap()]);
-        assert_eq!(code, 0, "{stderr}");
         let log: Vec<serde_json::Value> = std::fs::read_to_string(&labels).unwrap().lines().map(parse_json).collect();
         let best = log.iter().filter_map(|l| l["cost"].as_f64()).fold(f64::INFINITY, f64::min);
         let result = parse_json(&std::fs::read_to_string(&out).unwrap());

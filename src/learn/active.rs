@@ -11,7 +11,7 @@ use super::metrics::TrainReport;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::reference::Reference;
-use super::train::{fine_tune, train, TrainConfig};
+use super::train::{fine_tune, train_on_labels, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::{broad_sample, screening_pool};
 use crate::extract::{guided_search, DagGreedy, Extractor, Greedy, GuidedSearch, SmoothE, SmoothEConfig};
@@ -255,11 +255,7 @@ pub fn train_cost(
                 model
             }
             _ => {
-                let x: Vec<Vec<f64>> =
-                    data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
-                let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
-                let test: Vec<bool> = data.iter().map(|l| l.test).collect();
-                let mut model = train(&x, &y, &test, featurizer.layout.clone(), &config.train, seed, device)?;
+                let mut model = train_on_labels(&featurizer, data, &config.train, seed, device)?;
                 model.meta.egraphs = vec![fingerprint.clone()];
                 model
             }

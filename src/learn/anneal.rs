@@ -9,7 +9,7 @@ use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::objective::{Conservatism, LearnedCost};
-use super::train::{train, TrainConfig};
+use super::train::{train_on_labels, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::nudge;
 use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
@@ -95,11 +95,13 @@ fn screen(model: &LearnedCost, candidates: Vec<Extraction>, k: usize, beta: f64)
 }
 
 /// The screening model of a model-screened search: an ensemble at the
-/// loop's defaults fitted on this design's labels so far (`None` below
-/// [`MIN_SCREEN_LABELS`]).
+/// loop's defaults fitted, through `featurizer`, on this design's labels
+/// so far (`None` below [`MIN_SCREEN_LABELS`]).
+#[allow(clippy::too_many_arguments)]
 fn fit_screen(
     problem: &Reduced,
     original: &EGraph,
+    featurizer: &Featurizer,
     log: &LabelLog,
     fingerprint: &str,
     oracle_id: &str,
@@ -111,11 +113,7 @@ fn fit_screen(
     if data.len() < MIN_SCREEN_LABELS {
         return Ok(None);
     }
-    let featurizer = Featurizer::fresh(FeatureKind::Structure, problem, original);
-    let x: Vec<Vec<f64>> = data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
-    let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
-    let test: Vec<bool> = data.iter().map(|l| l.test).collect();
-    let ensemble = train(&x, &y, &test, featurizer.layout.clone(), &config, seed, device)?;
+    let ensemble = train_on_labels(featurizer, &data, &config, seed, device)?;
     Ok(Some(LearnedCost::new(ensemble, problem, original, Conservatism::ACTIVE, 0.0, device)?))
 }
 
@@ -222,13 +220,17 @@ pub fn anneal(
     let mut seen: HashSet<Extraction> = starts.iter().cloned().collect();
     let mut chain = Chain::new(current, current_cost, config, budget / config.proposals.max(1));
     let mut stale = 0;
+    // The design's feature layout, built once for every refit.
+    let featurizer = (config.screen > 0).then(|| Featurizer::fresh(FeatureKind::Structure, problem, original));
     let mut model: Option<LearnedCost> = None;
     let mut fitted_at = 0;
     while budget > 0 && stale < 100 {
-        if config.screen > 0 && (model.is_none() || asked >= fitted_at + config.refit_every.max(1)) {
+        let refit = model.is_none() || asked >= fitted_at + config.refit_every.max(1);
+        if let (Some(featurizer), true) = (&featurizer, refit) {
             model = fit_screen(
                 problem,
                 original,
+                featurizer,
                 log,
                 &fingerprint,
                 &oracle_id,

@@ -3,7 +3,8 @@
 //! `k` and fits the others), AdamW on the mean squared error of
 //! standardised targets, and honest metrics on the test split.
 
-use super::features::FeatureLayout;
+use super::dataset::Labelled;
+use super::features::{FeatureLayout, Featurizer};
 use super::metrics::{spearman, TrainReport};
 use super::network::{forward, Ensemble, ModelMeta};
 use crate::normal::standard_normal as normal;
@@ -160,6 +161,21 @@ pub fn train(
     let fitted = fit_members(&split, &meta, None, config, &mut rng, device)?;
     let anchor_rows = split.anchor_rows(&meta);
     finish(&split, fitted, anchor_rows, meta, None, device)
+}
+
+/// [`train`] on one design's labelled extractions, read through
+/// `featurizer` (their costs the targets, their split flags the test split).
+pub fn train_on_labels(
+    featurizer: &Featurizer,
+    data: &[Labelled],
+    config: &TrainConfig,
+    seed: u64,
+    device: &Device,
+) -> Result<Ensemble> {
+    let x: Vec<Vec<f64>> = data.iter().map(|l| featurizer.of_extraction(&l.extraction)).collect::<Result<_>>()?;
+    let y: Vec<f64> = data.iter().map(|l| l.cost).collect();
+    let test: Vec<bool> = data.iter().map(|l| l.test).collect();
+    train(&x, &y, &test, featurizer.layout.clone(), config, seed, device)
 }
 
 /// Fine-tunes `init` on new `rows -> targets` (in `init`'s feature layout
