@@ -1355,3 +1355,44 @@ fn predict_gives_the_verdict_extract_reported_and_refuses_what_is_not_an_extract
     assert_ne!(code, 0);
     assert!(stderr.contains("bad.json"), "{stderr}");
 }
+
+#[test]
+fn baselines_stay_in_the_training_split_whatever_their_hash() {
+    use rand::SeedableRng;
+    use smoothe::extract::{random_extraction, DagGreedy, Extractor, Greedy};
+    use smoothe::learn::dataset::dataset;
+    use smoothe::learn::extraction_key;
+    use smoothe::preprocess::preprocess;
+    let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
+    let problem = preprocess(&original).unwrap();
+    let baselines = [Greedy.extract(&problem).unwrap(), DagGreedy.extract(&problem).unwrap()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut extractions = baselines.to_vec();
+    extractions.extend((0..6).map(|_| random_extraction(&problem.graph, &mut rng)));
+    let path = temp_file("baselines.labels.jsonl", "");
+    std::fs::remove_file(&path).unwrap();
+    let mut log = LabelLog::open(&path).unwrap();
+    for (i, e) in extractions.iter().enumerate() {
+        let o = problem.to_original(e);
+        log.append(Label {
+            egraph: original.fingerprint(),
+            extraction: extraction_key(&original, &o).unwrap(),
+            oracle: "o".into(),
+            cost: Some(10.0 + i as f64),
+            error: None,
+            seconds: 0.1,
+            choices: o.choices_json(&original).unwrap().as_object().unwrap().clone(),
+        })
+        .unwrap();
+    }
+    let fp = original.fingerprint();
+    // Every label in the test split, except the baselines given.
+    let data = dataset(&original, &problem, &log, &fp, "o", 1.0, &baselines).unwrap();
+    assert_eq!(data.len(), extractions.len());
+    for l in &data {
+        assert_eq!(l.test, !baselines.contains(&l.extraction), "cost {}", l.cost);
+    }
+    assert_eq!(data.iter().filter(|l| !l.test).count(), 2);
+    // With none given, the hash alone decides.
+    assert!(dataset(&original, &problem, &log, &fp, "o", 1.0, &[]).unwrap().iter().all(|l| l.test));
+}

@@ -229,7 +229,7 @@ pub fn train_cost(
     labeler.label(log, &originals, &mut budget)?;
     let mut rounds = Vec::new();
     let labelled =
-        |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction);
+        |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction, &bases);
     let mut data = labelled(log)?;
     // The layout every fit of this design reads, built once: the design's
     // own vocabulary, or the initial model's (with the design's reference

@@ -96,7 +96,8 @@ fn screen(model: &LearnedCost, candidates: Vec<Extraction>, k: usize, beta: f64)
 
 /// The screening model of a model-screened search: an ensemble at the
 /// loop's defaults fitted, through `featurizer`, on this design's labels
-/// so far (`None` below [`MIN_SCREEN_LABELS`]).
+/// so far, `starts` among its training rows (`None` below
+/// [`MIN_SCREEN_LABELS`]).
 #[allow(clippy::too_many_arguments)]
 fn fit_screen(
     problem: &Reduced,
@@ -105,11 +106,12 @@ fn fit_screen(
     log: &LabelLog,
     fingerprint: &str,
     oracle_id: &str,
+    starts: &[Extraction],
     seed: u64,
     device: &Device,
 ) -> Result<Option<LearnedCost>> {
     let config = TrainConfig::default();
-    let data = dataset(original, problem, log, fingerprint, oracle_id, config.test_fraction)?;
+    let data = dataset(original, problem, log, fingerprint, oracle_id, config.test_fraction, starts)?;
     if data.len() < MIN_SCREEN_LABELS {
         return Ok(None);
     }
@@ -234,6 +236,7 @@ pub fn anneal(
                 log,
                 &fingerprint,
                 &oracle_id,
+                &starts,
                 smoothe.seed + asked as u64,
                 &smoothe.device,
             )?;

@@ -82,6 +82,7 @@ pub fn train_corpus(
             &fingerprint,
             &d.labeler.oracle.identity(),
             config.train.test_fraction,
+            std::slice::from_ref(&reference.extraction),
         )?;
         let d_data = reference.relative_data(&featurizer, &data, reference_cost).with_context(|| d.name.clone())?;
         all_data.rows.extend(d_data.rows);
