@@ -4,7 +4,7 @@
 //! beat at equal oracle calls; with one screening each step's moves, the
 //! clean test of what the model adds to it.
 
-use super::dataset::dataset;
+use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
@@ -94,28 +94,22 @@ fn screen(model: &LearnedCost, candidates: Vec<Extraction>, k: usize, beta: f64)
     Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
 }
 
-/// The screening model of a model-screened search: an ensemble at the
-/// loop's defaults fitted, through `featurizer`, on this design's labels
-/// so far, `starts` among its training rows (`None` below
-/// [`MIN_SCREEN_LABELS`]).
-#[allow(clippy::too_many_arguments)]
+/// The screening model of a model-screened search: an ensemble fitted by
+/// `config`, through `featurizer`, on this design's labels so far (`None`
+/// below [`MIN_SCREEN_LABELS`]).
 fn fit_screen(
     problem: &Reduced,
     original: &EGraph,
     featurizer: &Featurizer,
-    log: &LabelLog,
-    fingerprint: &str,
-    oracle_id: &str,
-    starts: &[Extraction],
+    data: &[Labelled],
+    config: &TrainConfig,
     seed: u64,
     device: &Device,
 ) -> Result<Option<LearnedCost>> {
-    let config = TrainConfig::default();
-    let data = dataset(original, problem, log, fingerprint, oracle_id, config.test_fraction, starts)?;
     if data.len() < MIN_SCREEN_LABELS {
         return Ok(None);
     }
-    let ensemble = train_on_labels(featurizer, &data, &config, seed, device)?;
+    let ensemble = train_on_labels(featurizer, data, config, seed, device)?;
     Ok(Some(LearnedCost::new(ensemble, problem, original, Conservatism::ACTIVE, 0.0, device)?))
 }
 
@@ -229,17 +223,11 @@ pub fn anneal(
     while budget > 0 && stale < 100 {
         let refit = model.is_none() || asked >= fitted_at + config.refit_every.max(1);
         if let (Some(featurizer), true) = (&featurizer, refit) {
-            model = fit_screen(
-                problem,
-                original,
-                featurizer,
-                log,
-                &fingerprint,
-                &oracle_id,
-                &starts,
-                smoothe.seed + asked as u64,
-                &smoothe.device,
-            )?;
+            // The loop's defaults; the starts always train.
+            let train = TrainConfig::default();
+            let data = dataset(original, problem, log, &fingerprint, &oracle_id, train.test_fraction, &starts)?;
+            model =
+                fit_screen(problem, original, featurizer, &data, &train, smoothe.seed + asked as u64, &smoothe.device)?;
             fitted_at = asked;
         }
         let proposals = match &model {

@@ -82,6 +82,9 @@ pub fn train_corpus(
             &fingerprint,
             &d.labeler.oracle.identity(),
             config.train.test_fraction,
+            // The reference, which relative targets are measured from,
+            // always trains (greedy and linear SmoothE may fall in the
+            // test split here: a corpus model is judged on new designs).
             std::slice::from_ref(&reference.extraction),
         )?;
         let d_data = reference.relative_data(&featurizer, &data, reference_cost).with_context(|| d.name.clone())?;
