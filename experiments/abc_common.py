@@ -1,6 +1,6 @@
-"""What the ABC-oracle experiments (ablation.py, transfer.py) share: paths,
-the smoothe binary under test, running a command, and measuring an
-extraction with the oracle (ABC area by default)."""
+"""What the ABC-oracle experiments (ablation.py, transfer.py, landscape.py)
+share: paths, the smoothe binary under test, running a command, measuring an
+extraction with the oracle (ABC area by default), and rank correlation."""
 import json
 import os
 import subprocess
@@ -47,3 +47,29 @@ def oracle(graph, extraction):
     """The oracle's cost of an extraction file of the e-graph at `graph`, or None."""
     p = subprocess.run([str(ORACLE), str(graph), str(extraction)], capture_output=True, text=True)
     return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
+
+
+def ranks(xs):
+    """Ranks from 0, ties sharing their mean rank."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    """Spearman rank correlation (nan when either side is constant)."""
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb) if va > 0 and vb > 0 else float("nan")

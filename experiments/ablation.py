@@ -34,7 +34,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run
+from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -122,10 +122,44 @@ def collect(task):
         row[m] = c[min(len(c), BUDGET) - 1] if c else None
         row[f"{m}_at_half"] = c[min(len(c), BUDGET // 2) - 1] if c else None
         row[f"{m}_calls"] = len(c)
+    row.update(pick_stats(rounds))
     row["optimum_checks"] = json.dumps([[r["optimum"]["predicted"]["mean"], r["optimum"]["real"]]
                                         for r in rounds if r.get("optimum")])
     print(row, file=sys.stderr)
     return row, curves
+
+
+def pick_stats(rounds):
+    """What the model's picks were worth in each round of the loop, against
+    the random picks from the same screened pool (`explore`), from the
+    predictions and real costs `rounds.json` records per label:
+    - picks_gain: mean over rounds of how far (%) the acquisition picks'
+      mean real area lies below the random picks';
+    - picks_spearman: mean over rounds of the rank correlation between the
+      model's prediction (made before the label) and the real area, over
+      both kinds of pool picks;
+    - picks_new_best: per source, [labels, labels that beat the best real
+      area before the round]."""
+    gains, rhos, tally = [], [], {}
+    for before, r in zip(rounds, rounds[1:]):
+        picks = [p for p in r.get("picks", []) if p["real"] is not None]
+        if not picks:
+            continue
+        acq = [p["real"] for p in picks if p["source"] == "acquisition"]
+        rnd = [p["real"] for p in picks if p["source"] == "explore"]
+        if acq and rnd:
+            gains.append(100 * (mean(rnd) - mean(acq)) / mean(rnd))
+        pool = [p for p in picks if p["source"] in ("acquisition", "explore")]
+        rho = spearman([p["predicted"]["mean"] for p in pool], [p["real"] for p in pool]) if len(pool) > 2 else None
+        if rho is not None and rho == rho:
+            rhos.append(rho)
+        for p in picks:
+            t = tally.setdefault(p["source"], [0, 0])
+            t[0] += 1
+            t[1] += p["real"] < before["best_real_cost"]
+    if not tally:
+        return {}
+    return dict(picks_gain=mean(gains), picks_spearman=mean(rhos), picks_new_best=json.dumps(tally))
 
 
 def main(collect_only=False, refreeze=False):
@@ -172,7 +206,7 @@ def read_rows():
     if not (HERE / f"{NAME}.csv").exists():
         return []
     with open(HERE / f"{NAME}.csv") as f:
-        return [{k: (v if k in ("circuit", "optimum_checks") else (int(v) if k == "seed" else num(v)))
+        return [{k: (v if k in ("circuit", "optimum_checks", "picks_new_best") else (int(v) if k == "seed" else num(v)))
                  for k, v in r.items()} for r in csv.DictReader(f)]
 
 
@@ -277,8 +311,52 @@ def report():
               f" the model holds its training rows as features, not extractions, and its search from greedy,"
               f" dag-greedy and linear SmoothE does not find an extraction with a cheaper row's features.", "",
               f"Best real area against oracle calls, relative to the better greedy: `{NAME}.svg`."]
+    lines += picks_report(rows, circuits)
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     svg(rows, curves, circuits, HERE / f"{NAME}.svg")
+
+
+def picks_report(rows, circuits):
+    """The model's picks against random picks from the same pool, per circuit."""
+    rows = [r for r in rows if r.get("picks_new_best")]
+    if not rows:
+        return []
+    sources = ["optimum", "decode", "search", "acquisition", "explore"]
+    lines = ["", "## Does the model pick better than chance from the same pool?", "",
+             "Each round of the loop labels, besides the model's own picks, a few extractions drawn at random from"
+             " the same screened pool (`explore`), and `rounds.json` records the model's prediction for every label"
+             " before it is made. So each round carries its own control. `acquisition vs random %`: how far the mean"
+             " real area of the pool's acquisition picks lies below that of its random picks (mean over rounds and"
+             " seeds; positive: the model's choice is better). `Spearman`: prediction against real area over the"
+             " round's pool picks. Then, per source, the share of labels that beat the best area found before"
+             " their round.", "",
+             "| circuit | acquisition vs random % | Spearman in the round | " + " | ".join(sources) + " |",
+             "|---|---|---|" + "---|" * len(sources)]
+    totals = {s: [0, 0] for s in sources}
+    gains, rhos = [], []
+    for c in circuits:
+        rs = [r for r in rows if r["circuit"] == c]
+        if not rs:
+            continue
+        tally = {s: [0, 0] for s in sources}
+        for r in rs:
+            for s, (n, k) in json.loads(r["picks_new_best"]).items():
+                tally[s][0] += n
+                tally[s][1] += k
+                totals[s][0] += n
+                totals[s][1] += k
+        gains.append(mean([r["picks_gain"] for r in rs]))
+        rhos.append(mean([r["picks_spearman"] for r in rs]))
+        cells = [f"{100 * k / n:.1f}% of {n}" if n else "-" for n, k in (tally[s] for s in sources)]
+        lines.append(f"| {c} | {gains[-1]:.2f} | {rhos[-1]:.3f} | " + " | ".join(cells) + " |")
+    rate = {s: (100 * k / n if n else float("nan")) for s, (n, k) in totals.items()}
+    lines += ["", f"- Acquisition picks against random picks from the same pool: mean real area **{mean(gains):.2f}%**"
+              f" lower, better on **{sum(g > 0 for g in gains)} of {len(gains)}** circuits.",
+              f"- Mean Spearman of the model's prediction against the real area within a round's pool picks:"
+              f" **{mean(rhos):.3f}**.",
+              "- Labels that beat the best area before their round: " +
+              ", ".join(f"{s} {rate[s]:.1f}%" for s in sources) + "."]
+    return lines
 
 
 def svg(rows, curves, circuits, path):

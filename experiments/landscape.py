@@ -30,35 +30,13 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from abc_common import spearman
+
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "datasets"
 OUT = HERE / "out" / "ablation"
 BUCKETS = [(1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 10 ** 9)]
 PAIRS_FROM = 400  # good-region labels sampled for the pairwise measure
-
-
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    ma, mb = sum(ra) / n, sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va > 0 and vb > 0 else float("nan")
 
 
 def child_class(nodes, k):

@@ -341,6 +341,20 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
     let last = rounds.last().unwrap()["best_real_cost"].as_f64().unwrap();
     let dag = rounds[0]["dag_greedy_real_cost"].as_f64().unwrap();
     assert!(last <= first && last < dag, "first {first}, last {last}, dag-greedy {dag}");
+    // Each round records what it labelled: the model's prediction before
+    // the label and the real cost after, with the random picks from the
+    // same pool (--explore 3) marked as such.
+    for pair in rounds.windows(2) {
+        let (before, round) = (&pair[0], &pair[1]);
+        let picks = round["picks"].as_array().unwrap();
+        let reals: Vec<f64> = picks.iter().filter_map(|p| p["real"].as_f64()).collect();
+        let new_labels = round["labels"].as_u64().unwrap() - before["labels"].as_u64().unwrap();
+        assert_eq!(reals.len() as u64, new_labels, "{round}");
+        assert_eq!(picks.iter().filter(|p| p["source"] == "explore").count(), 3, "{round}");
+        assert!(picks.iter().all(|p| p["predicted"]["mean"].as_f64().unwrap().is_finite()), "{round}");
+        let best = reals.iter().fold(before["best_real_cost"].as_f64().unwrap(), |a, &b| a.min(b));
+        assert_eq!(best, round["best_real_cost"].as_f64().unwrap(), "{round}");
+    }
     // The saved model drives SmoothE and random best-of-N, with valid output.
     for method in ["smoothe", "random"] {
         let res = dir.join(format!("{method}.json"));

@@ -118,6 +118,35 @@ pub struct OptimumCheck {
     pub real: Option<f64>,
 }
 
+/// Why a round labelled an extraction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PickSource {
+    /// The model's own optimum (SmoothE against the model).
+    Optimum,
+    /// Another of SmoothE's best distinct decodes.
+    Decode,
+    /// A survivor of the model-guided search.
+    Search,
+    /// Ranked first in the screened pool by the acquisition rule.
+    Acquisition,
+    /// Drawn at random from the rest of the same screened pool (the
+    /// round's own control for what the ranking adds).
+    Explore,
+}
+
+/// One extraction a round labelled: where it came from, what the model
+/// predicted for it before it was labelled, and what the oracle measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundPick {
+    /// Why it was labelled.
+    pub source: PickSource,
+    /// The model's prediction, before the label.
+    pub predicted: Prediction,
+    /// Its real cost (`None` when the call failed or the budget ran out).
+    pub real: Option<f64>,
+}
+
 /// One row of the per-round summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundSummary {
@@ -142,6 +171,11 @@ pub struct RoundSummary {
     pub dag_greedy_real_cost: Option<f64>,
     /// Real cost of the linear-cost SmoothE extraction.
     pub linear_smoothe_real_cost: Option<f64>,
+    /// What this round labelled, in order, each with the previous model's
+    /// prediction: whether the model's picks beat the random ones from the
+    /// same pool shows as the loop runs (empty for round 0).
+    #[serde(default)]
+    pub picks: Vec<RoundPick>,
 }
 
 /// What the loop produced.
@@ -278,19 +312,21 @@ pub fn train_cost(
     })?;
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
-    let summary = |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius| RoundSummary {
-        round,
-        labels: data.len(),
-        oracle_calls: calls(log),
-        report: model.meta.report.clone(),
-        best_real_cost: best_of(data),
-        optimum,
-        radius,
-        greedy_real_cost: base_costs[0],
-        dag_greedy_real_cost: base_costs[1],
-        linear_smoothe_real_cost: base_costs[2],
-    };
-    rounds.push(summary(0, &model, log, &data, None, radius));
+    let summary =
+        |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius, picks| RoundSummary {
+            round,
+            labels: data.len(),
+            oracle_calls: calls(log),
+            report: model.meta.report.clone(),
+            best_real_cost: best_of(data),
+            optimum,
+            radius,
+            greedy_real_cost: base_costs[0],
+            dag_greedy_real_cost: base_costs[1],
+            linear_smoothe_real_cost: base_costs[2],
+            picks,
+        };
+    rounds.push(summary(0, &model, log, &data, None, radius, Vec::new()));
     for round in 1..=config.rounds {
         if budget == 0 {
             break;
@@ -306,6 +342,7 @@ pub fn train_cost(
             bail!("no labelled extraction of this e-graph to start a round from; see the label log for errors");
         }
         let mut batch: Vec<Extraction> = Vec::new();
+        let mut sources: Vec<PickSource> = Vec::new();
         let mut optimum = None;
         if config.acquisition != Acquisition::Random {
             // The model's own optimum, from the incumbent, and a few more
@@ -320,11 +357,13 @@ pub fn train_cost(
             optimum = Some((best.clone(), cost.predict(std::slice::from_ref(&best))?[0]));
             if seen.insert(best.clone()) {
                 batch.push(best);
+                sources.push(PickSource::Optimum);
             }
             for (e, _) in pool {
                 let e = e.restricted_to_reachable(g)?;
                 if batch.len() < config.per_round / 4 && seen.insert(e.clone()) {
                     batch.push(e);
+                    sources.push(PickSource::Decode);
                 }
             }
             if config.search_picks > 0 {
@@ -338,6 +377,7 @@ pub fn train_cost(
                     let e = e.restricted_to_reachable(g)?;
                     if picked < config.search_picks && seen.insert(e.clone()) {
                         batch.push(e);
+                        sources.push(PickSource::Search);
                         picked += 1;
                     }
                 }
@@ -365,9 +405,11 @@ pub fn train_cost(
         }
         let picked = config.per_round.saturating_sub(batch.len()).min(order.len());
         order[picked..].shuffle(&mut rng);
-        for &i in order.iter().take(picked + config.explore) {
+        for (rank, &i) in order.iter().take(picked + config.explore).enumerate() {
             batch.push(std::mem::replace(&mut candidates[i], Extraction::empty(0)));
+            sources.push(if rank < picked { PickSource::Acquisition } else { PickSource::Explore });
         }
+        let predicted = cost.predict(&batch)?;
         for e in &batch {
             seen.insert(e.clone());
         }
@@ -381,6 +423,12 @@ pub fn train_cost(
                 .and_then(|i| costs[i])
                 .or_else(|| data.iter().find(|l| l.extraction == e).map(|l| l.cost)),
         });
+        let picks = sources
+            .into_iter()
+            .zip(predicted)
+            .zip(&costs)
+            .map(|((source, predicted), &real)| RoundPick { source, predicted, real })
+            .collect();
         data = labelled(log)?;
         // Trust region: wider after a round that found a better real
         // cost, narrower after one that did not.
@@ -394,7 +442,7 @@ pub fn train_cost(
         if config.acquisition != Acquisition::Random || round == config.rounds || budget == 0 {
             model = refit(&data, smoothe.seed + round as u64)?;
         }
-        rounds.push(summary(round, &model, log, &data, optimum, used));
+        rounds.push(summary(round, &model, log, &data, optimum, used, picks));
     }
     let Some(best) = data.iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) else {
         bail!("no oracle call succeeded; see the label log for the errors");
