@@ -5,7 +5,7 @@ use crate::terminal::bars;
 use anyhow::Result;
 use smoothe::jobs::TrainCostJob;
 use smoothe::learn::acquisition::Acquisition;
-use smoothe::learn::active::RoundSummary;
+use smoothe::learn::active::{PickSource, RoundPick, RoundSummary};
 use smoothe::learn::features::FeatureKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -144,15 +144,18 @@ pub fn run(args: TrainCostArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The per-round table of a design's loop, on stderr.
+/// The per-round table of a design's loop, on stderr. `pool-gain` is how
+/// much less the round's acquisition picks measured on average than its
+/// random picks from the same screened pool (positive: the model's ranking
+/// helped).
 fn print_rounds(rounds: &[RoundSummary]) {
     let opt = |f: Option<f64>| f.map_or("-".to_string(), |c| format!("{c:.4}"));
     eprintln!(
-        "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real    greedy  dag-greedy  linear-smoothe"
+        "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real  pool-gain    greedy  dag-greedy  linear-smoothe"
     );
     for r in rounds {
         eprintln!(
-            "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>8}  {:>10}  {:>14}",
+            "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>9}  {:>8}  {:>10}  {:>14}",
             r.round,
             r.labels,
             r.oracle_calls,
@@ -161,9 +164,20 @@ fn print_rounds(rounds: &[RoundSummary]) {
             r.best_real_cost,
             r.optimum.as_ref().map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
             opt(r.optimum.as_ref().and_then(|o| o.real)),
+            pool_gain(&r.picks).map_or("-".into(), |g| format!("{g:.4}")),
             opt(r.greedy_real_cost),
             opt(r.dag_greedy_real_cost),
             opt(r.linear_smoothe_real_cost),
         );
     }
+}
+
+/// Mean real cost of a round's random pool picks less that of its
+/// acquisition picks (`None` unless both were measured).
+fn pool_gain(picks: &[RoundPick]) -> Option<f64> {
+    let mean_of = |source: PickSource| {
+        let costs: Vec<f64> = picks.iter().filter(|p| p.source == source).filter_map(|p| p.real).collect();
+        (!costs.is_empty()).then(|| costs.iter().sum::<f64>() / costs.len() as f64)
+    };
+    Some(mean_of(PickSource::Explore)? - mean_of(PickSource::Acquisition)?)
 }
