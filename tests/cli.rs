@@ -123,3 +123,28 @@ fn every_listed_setting_name_parses_and_round_trips() {
     check::<smoothe::learn::features::FeatureKind>();
     check::<smoothe::learn::acquisition::Acquisition>();
 }
+
+#[test]
+fn the_device_comes_from_the_flag_or_else_from_smoothe_device() {
+    let graph = shipped("esyn/mul3.json");
+    let run = |env: Option<&str>, flag: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_smoothe"));
+        cmd.args(["extract", "--method", "smoothe", "--steps", "2", "-q", &graph]);
+        if let Some(d) = flag {
+            cmd.args(["--device", d]);
+        }
+        match env {
+            Some(e) => cmd.env("SMOOTHE_DEVICE", e),
+            None => cmd.env_remove("SMOOTHE_DEVICE"),
+        };
+        let out = cmd.output().expect("binary runs");
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = run(Some("tpu"), None);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("unknown device \"tpu\""), "{stderr}");
+    let (code, stderr) = run(Some("tpu"), Some("cpu"));
+    assert_eq!(code, 0, "the flag overrides the variable: {stderr}");
+    let (code, stderr) = run(None, None);
+    assert_eq!(code, 0, "{stderr}");
+}

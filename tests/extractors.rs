@@ -8,7 +8,7 @@ use smoothe::preprocess::preprocess;
 
 /// Options for tests: a short SmoothE run so hundreds of graphs stay fast.
 fn opts(seed: u64) -> ExtractOptions {
-    let mut o = ExtractOptions { seed, ..Default::default() };
+    let mut o = ExtractOptions { seed, device: device(), ..Default::default() };
     o.smoothe.steps = 40;
     o.smoothe.time_limit = 0.0;
     o.smoothe.batch = 4;
@@ -249,7 +249,7 @@ fn smoothe_with_a_model_picks_its_result_by_the_models_selection_costs() {
         let seed = seed as u64;
         let g = graph(text);
         let problem = preprocess(&g).unwrap();
-        let linear = || smoothe::cost::LinearCost::new(&problem.graph, &candle_core::Device::Cpu).unwrap();
+        let linear = || smoothe::cost::LinearCost::new(&problem.graph, &device()).unwrap();
         let greedy = extract::run(&extract::Greedy, &g, &problem).unwrap().dag_cost;
         let dag_greedy = extract::run(&extract::DagGreedy, &g, &problem).unwrap().dag_cost;
         // Selection by the costs it descends: the optimum, never dearer than its starts.

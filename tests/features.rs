@@ -4,7 +4,7 @@
 //! finite differences.
 
 mod common;
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use common::*;
 use rand::{Rng, SeedableRng};
 use smoothe::cost::CostModel;
@@ -31,7 +31,7 @@ fn one_hot(g: &EGraph, e: &Extraction) -> Tensor {
     for c in e.check(g).unwrap() {
         p[e.choices[c.index()].unwrap().index()] = 1.0;
     }
-    Tensor::from_vec(p, (g.num_nodes(), 1), &Device::Cpu).unwrap()
+    Tensor::from_vec(p, (g.num_nodes(), 1), &device()).unwrap()
 }
 
 fn problems() -> Vec<(EGraph, Reduced)> {
@@ -121,14 +121,14 @@ fn small_model(problem: &Reduced, original: &EGraph, seed: u64) -> LearnedCost {
         x.iter().map(|r| r.iter().enumerate().map(|(j, v)| v * ((j % 3) as f64 - 0.7)).sum::<f64>().powi(2)).collect();
     let test = vec![false; x.len()];
     let cfg = TrainConfig { members: 3, epochs: 80, patience: 20, ..TrainConfig::default() };
-    let model = train(&x, &y, &test, fz.layout.clone(), &cfg, seed, &Device::Cpu).unwrap();
+    let model = train(&x, &y, &test, fz.layout.clone(), &cfg, seed, &device()).unwrap();
     LearnedCost::new(
         model,
         problem,
         original,
         Conservatism { kappa: 0.7, trust: 0.5, free_distance: 0.5 },
         0.3,
-        &Device::Cpu,
+        &device(),
     )
     .unwrap()
 }
@@ -146,12 +146,12 @@ fn conservative_objective_gradient_matches_finite_differences() {
         // Probabilities well inside (0, 1), some far outside the training
         // range once summed, so every term (mean, std, trust) is live.
         let p0: Vec<f64> = (0..nn * batch).map(|_| rng.random_range(0.15..0.95)).collect();
-        let var = Var::from_vec(p0.clone(), (nn, batch), &Device::Cpu).unwrap();
+        let var = Var::from_vec(p0.clone(), (nn, batch), &device()).unwrap();
         let y = cost.expected(var.as_tensor()).unwrap();
         let grads = y.sum_all().unwrap().backward().unwrap();
         let g: Vec<f64> = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
         let f = |p: &[f64]| -> f64 {
-            let t = Tensor::from_vec(p.to_vec(), (nn, batch), &Device::Cpu).unwrap();
+            let t = Tensor::from_vec(p.to_vec(), (nn, batch), &device()).unwrap();
             cost.expected(&t).unwrap().sum_all().unwrap().to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap()
         };
         for k in (0..nn * batch).step_by(3) {

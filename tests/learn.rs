@@ -142,7 +142,7 @@ fn ensemble_fits_learns_ranks_round_trips_and_knows_what_it_does_not_know() {
         kind: smoothe::learn::features::FeatureKind::OpCounts,
         names: (0..f).map(|i| format!("count:f{i}")).collect(),
     };
-    let dev = candle_core::Device::Cpu;
+    let dev = device();
     let cfg = TrainConfig::default();
     let model = train(&x, &y, &test, layout.clone(), &cfg, 7, &dev).unwrap();
     let report = &model.meta.report;
@@ -160,7 +160,7 @@ fn ensemble_fits_learns_ranks_round_trips_and_knows_what_it_does_not_know() {
         candle_core::Tensor::from_vec(
             x.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>(),
             (x.len(), f),
-            &candle_core::Device::Cpu,
+            &device(),
         )
         .unwrap()
     };
@@ -522,7 +522,7 @@ fn shipped_train_cost_config_matches_the_defaults() {
 fn shipped_model_loads_and_drives_extraction() {
     let graph = repo("datasets/esyn/mul3.json");
     let model = repo("models/mul3-abc-area.safetensors");
-    let loaded = Ensemble::load(Path::new(&model), &candle_core::Device::Cpu).unwrap();
+    let loaded = Ensemble::load(Path::new(&model), &device()).unwrap();
     assert!(loaded.meta.report.test_spearman > 0.5, "{:?}", loaded.meta.report);
     let dir = fresh_dir("shipped");
     let out = dir.join("e.json");
@@ -536,7 +536,7 @@ fn shipped_corpus_models_know_their_designs_and_extract_a_new_one() {
     for (model, trained_on_mul3) in
         [("models/esyn-abc-area.safetensors", true), ("models/esyn-abc-area-without-mul3.safetensors", false)]
     {
-        let loaded = Ensemble::load(Path::new(&repo(model)), &candle_core::Device::Cpu).unwrap();
+        let loaded = Ensemble::load(Path::new(&repo(model)), &device()).unwrap();
         let designs = loaded.meta.relative.as_ref().expect("a corpus model is relative").references.len();
         assert_eq!(designs, if trained_on_mul3 { 6 } else { 5 }, "{model}");
         let out = dir.join("e.json");
@@ -598,10 +598,8 @@ fn batched_predictions_match_one_at_a_time() {
     use smoothe::learn::objective::{Conservatism, LearnedCost};
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
-    let model =
-        Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &candle_core::Device::Cpu).unwrap();
-    let cost =
-        LearnedCost::new(model, &problem, &original, Conservatism::default(), 0.5, &candle_core::Device::Cpu).unwrap();
+    let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
+    let cost = LearnedCost::new(model, &problem, &original, Conservatism::default(), 0.5, &device()).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     // More than one chunk of 256, so the chunk boundary is crossed.
     let samples: Vec<_> = (0..300).map(|_| smoothe::extract::random_extraction(&problem.graph, &mut rng)).collect();
@@ -683,7 +681,7 @@ fn search_with_a_model_screening_its_moves_anneals_as_plain_search_until_the_fir
 
 #[test]
 fn damaged_model_files_are_refused_with_one_line() {
-    let dev = candle_core::Device::Cpu;
+    let dev = device();
     let good = std::fs::read(repo("models/mul3-abc-area.safetensors")).unwrap();
     let graph = repo("datasets/esyn/mul3.json");
     let dir = fresh_dir("damaged");
@@ -954,12 +952,8 @@ fn synthetic(seed: u64, n: usize, f: usize, shift: f64) -> (Vec<Vec<f64>>, Vec<f
 
 fn tensor(x: &[Vec<f64>]) -> candle_core::Tensor {
     let f = x[0].len();
-    candle_core::Tensor::from_vec(
-        x.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>(),
-        (x.len(), f),
-        &candle_core::Device::Cpu,
-    )
-    .unwrap()
+    candle_core::Tensor::from_vec(x.iter().flatten().map(|&v| v as f32).collect::<Vec<f32>>(), (x.len(), f), &device())
+        .unwrap()
 }
 
 fn vec32(t: &candle_core::Tensor) -> Vec<f64> {
@@ -979,7 +973,7 @@ fn a_relative_model_bound_to_a_design_predicts_in_its_units() {
     let f = 5;
     let (x, y) = synthetic(3, 150, f, 1.0);
     let test = vec![false; x.len()];
-    let dev = candle_core::Device::Cpu;
+    let dev = device();
     let model = train(&x, &y, &test, layout(f), &TrainConfig::default(), 1, &dev).unwrap();
     // A design whose reference extraction has these features and 40 nodes,
     // and costs 250.
@@ -1015,7 +1009,7 @@ fn a_relative_model_bound_to_a_design_predicts_in_its_units() {
 fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
     use smoothe::learn::train::fine_tune;
     let f = 5;
-    let dev = candle_core::Device::Cpu;
+    let dev = device();
     let cfg = TrainConfig::default();
     let (x, y) = synthetic(4, 200, f, 1.0);
     let base = train(&x, &y, &vec![false; x.len()], layout(f), &cfg, 1, &dev).unwrap();
@@ -1082,7 +1076,7 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     assert!(stderr.contains("corpus model over 2 designs"), "{stderr}");
     let calls_now = || std::fs::read_to_string(&calls).map_or(0, |t| t.lines().count());
     assert!(calls_now() <= 2 * 20, "{} calls for a budget of 20 per design", calls_now());
-    let model = Ensemble::load(Path::new(lib), &candle_core::Device::Cpu).unwrap();
+    let model = Ensemble::load(Path::new(lib), &device()).unwrap();
     let frame = model.meta.relative.as_ref().expect("a corpus model is relative");
     assert_eq!(frame.references.len(), 2);
     assert_eq!(model.meta.egraphs.len(), 2);
@@ -1115,7 +1109,7 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     let (code, _, stderr) = cli(&args);
     assert_eq!(code, 0, "{stderr}");
     assert!(calls_now() - before <= 10, "{} calls for a budget of 10", calls_now() - before);
-    let tuned_model = Ensemble::load(&tuned, &candle_core::Device::Cpu).unwrap();
+    let tuned_model = Ensemble::load(&tuned, &device()).unwrap();
     assert_eq!(tuned_model.meta.relative.as_ref().unwrap().references.len(), 3);
     let rounds = parse_json(&std::fs::read_to_string(dir.join("tuned.rounds.json")).unwrap());
     assert!(rounds.as_array().unwrap().len() >= 2, "the library model guides rounds from the start: {rounds}");
@@ -1188,12 +1182,12 @@ fn a_train_cost_run_writes_its_job_and_the_job_repeats_it() {
     // The job file alone repeats the run: its budget is spent, so no new
     // oracle call, and a model of the same labels.
     let labels = |m: &Ensemble| (m.meta.report.train + m.meta.report.test, m.meta.egraphs.clone());
-    let first = labels(&Ensemble::load(&out, &candle_core::Device::Cpu).unwrap());
+    let first = labels(&Ensemble::load(&out, &device()).unwrap());
     let before = std::fs::read_to_string(&calls).unwrap().lines().count();
     let (code, _, stderr) = cli(&["train-cost", "--config", dir.join("m.job.toml").to_str().unwrap(), "-q"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), before, "the repeat called the oracle");
-    assert_eq!(labels(&Ensemble::load(&out, &candle_core::Device::Cpu).unwrap()), first);
+    assert_eq!(labels(&Ensemble::load(&out, &device()).unwrap()), first);
     // Without an oracle anywhere, a clear message.
     let (code, _, stderr) = cli(&["train-cost", &graph, "-q", "--out", dir.join("x.safetensors").to_str().unwrap()]);
     assert_eq!(code, 2);
@@ -1219,7 +1213,7 @@ fn the_residual_term_learns_what_the_members_cannot_and_survives_saving() {
             test.push(k == 0);
         }
     }
-    let dev = candle_core::Device::Cpu;
+    let dev = device();
     let cfg = TrainConfig { members: 3, ..TrainConfig::default() };
     let model = train(&x, &y, &test, layout(f), &cfg, 5, &dev).unwrap();
     assert!(model.meta.residual_length > 0.0, "no residual term fitted");
@@ -1250,10 +1244,10 @@ fn format_5_models_read_their_residual_rows_as_one_weight_per_anchor() {
     // A corpus model written by the build that stored the residual term's
     // rows beside its weights (format 5), kept as it was shipped.
     let path = PathBuf::from(repo("tests/data/esyn-without-mul3.format5.safetensors"));
-    let cpu = candle_core::Device::Cpu;
-    let model = Ensemble::load(&path, &cpu).unwrap();
+    let dev = device();
+    let model = Ensemble::load(&path, &dev).unwrap();
     assert_eq!(model.meta.format, 5);
-    let raw = candle_core::safetensors::load(&path, &cpu).unwrap();
+    let raw = candle_core::safetensors::load(&path, &dev).unwrap();
     let to_vec = |name: &str| -> Vec<f32> { raw[name].flatten_all().unwrap().to_vec1().unwrap() };
     let (rows, weights, anchors) = (to_vec("residual.rows"), to_vec("residual.weights"), to_vec("anchors"));
     let f = model.dim();
@@ -1284,9 +1278,9 @@ fn format_5_models_read_their_residual_rows_as_one_weight_per_anchor() {
         .iter()
         .flat_map(|p| p.iter().enumerate().map(|(j, &x)| (x * m.input_scale[j] + m.input_mean[j]) as f32))
         .collect();
-    let x = candle_core::Tensor::from_vec(raw_features, (points.len(), f), &cpu).unwrap();
+    let x = candle_core::Tensor::from_vec(raw_features, (points.len(), f), &dev).unwrap();
     let standardised =
-        candle_core::Tensor::from_vec(points.iter().flatten().map(|&v| v as f32).collect(), (points.len(), f), &cpu)
+        candle_core::Tensor::from_vec(points.iter().flatten().map(|&v| v as f32).collect(), (points.len(), f), &dev)
             .unwrap();
     let members: Vec<f32> = model.member_outputs(&standardised).unwrap().mean(0).unwrap().to_vec1().unwrap();
     let check = |model: &Ensemble, what: &str| {
@@ -1302,9 +1296,9 @@ fn format_5_models_read_their_residual_rows_as_one_weight_per_anchor() {
     let dir = fresh_dir("format5");
     let again = dir.join("again.safetensors");
     model.save(&again).unwrap();
-    let names: Vec<String> = candle_core::safetensors::load(&again, &cpu).unwrap().into_keys().collect();
+    let names: Vec<String> = candle_core::safetensors::load(&again, &dev).unwrap().into_keys().collect();
     assert!(names.contains(&"residual.weights".to_string()) && !names.contains(&"residual.rows".to_string()));
-    let reloaded = Ensemble::load(&again, &cpu).unwrap();
+    let reloaded = Ensemble::load(&again, &dev).unwrap();
     assert_eq!(reloaded.meta.format, smoothe::learn::network::MODEL_FORMAT);
     check(&reloaded, "saved and reloaded");
 }

@@ -3,7 +3,7 @@
 //! gradient through Candle autograd.
 
 mod common;
-use candle_core::{Device, Tensor, Var};
+use candle_core::{Tensor, Var};
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -119,7 +119,7 @@ fn candle_autograd_through_the_op_matches_finite_differences() {
     let relax = Arc::new(Relaxation::new(&p.graph, &p.sccs, Combine::Mixed, TIGHT));
     let nn = relax.num_nodes();
     let batch = 5;
-    let dev = Device::Cpu;
+    let dev = device();
     let mut rng = StdRng::seed_from_u64(5);
     let s: Vec<f64> = (0..nn * batch).map(|_| rng.random_range(-1.0..1.0)).collect();
     let costs: Vec<f64> = (0..nn).map(|_| rng.random_range(0.0..3.0)).collect();

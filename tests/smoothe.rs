@@ -10,7 +10,7 @@ fn quick(seed: u64) -> SmoothE {
     let mut config = SmoothEConfig { steps: 300, time_limit: 0.0, batch: 6, ..Default::default() };
     config.patience = 100;
     config.restarts = 1;
-    SmoothE { config, seed, device: candle_core::Device::Cpu, progress: smoothe::progress::quiet() }
+    SmoothE { config, seed, device: device(), progress: smoothe::progress::quiet() }
 }
 
 fn greedy_best(text: &str) -> f64 {

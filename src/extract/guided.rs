@@ -158,9 +158,9 @@ impl Extractor for SmoothEWith<'_> {
         details.insert("linear_start_model_cost".into(), json!(self.model.cost_of(&linear_start)));
         let [greedy, dag_greedy, linear] = starts;
         let candidates = [("smoothe", optimum), ("greedy", greedy), ("dag-greedy", dag_greedy), ("linear", linear)];
-        let (pick, e) = pick_by_selection_costs(self.model, candidates, &mut details);
+        let (pick, e, model_cost) = pick_by_selection_costs(self.model, candidates, &mut details);
         details.insert("pick".into(), json!(pick));
-        details.insert("model_cost".into(), json!(self.model.cost_of(&e)));
+        details.insert("model_cost".into(), json!(model_cost));
         details.insert("search_model_cost".into(), json!(searched_cost));
         details.insert("search_generations".into(), json!(generations));
         Ok((e, details))
@@ -169,21 +169,27 @@ impl Extractor for SmoothEWith<'_> {
 
 /// The cheapest of `candidates` (named, the first the optimiser's result)
 /// by [`CostModel::selection_costs`]; ties go to the earlier one. Records
-/// every candidate's selection cost in `details`.
+/// every candidate's selection cost in `details`; returns the pick and its
+/// model cost. Both costs are scored over the same batch of candidates: on
+/// a GPU a score can differ in its last bits with the batch it is part of
+/// (the matrix kernels change with the shape), and the two must agree
+/// where they are the same function.
 fn pick_by_selection_costs<const N: usize>(
     model: &dyn CostModel,
     candidates: [(&'static str, Extraction); N],
     details: &mut Map<String, Value>,
-) -> (&'static str, Extraction) {
+) -> (&'static str, Extraction, f64) {
     let extractions: Vec<Extraction> = candidates.iter().map(|(_, e)| e.clone()).collect();
     let costs = model.selection_costs(&extractions);
+    let model_costs = model.costs_of(&extractions);
     let mut by_name = Map::new();
     for ((name, _), c) in candidates.iter().zip(&costs) {
         by_name.insert((*name).into(), json!(c));
     }
     details.insert("selection_costs".into(), Value::Object(by_name));
     let best = (0..N).fold(0, |best, i| if costs[i] < costs[best] { i } else { best });
-    candidates.into_iter().nth(best).expect("index in range")
+    let (name, e) = candidates.into_iter().nth(best).expect("index in range");
+    (name, e, model_costs[best])
 }
 
 /// The cheapest by `model` of `samples` random valid extractions.

@@ -176,6 +176,10 @@ pub struct RoundSummary {
     /// same pool shows as the loop runs (empty for round 0).
     #[serde(default)]
     pub picks: Vec<RoundPick>,
+    /// Wall-clock seconds spent fitting this round's model (0 when the
+    /// round kept the previous one).
+    #[serde(default)]
+    pub fit_seconds: f64,
 }
 
 /// What the loop produced.
@@ -297,6 +301,7 @@ pub fn train_cost(
         model.meta.oracle = oracle_id.clone();
         Ok(model)
     };
+    let fit_started = std::time::Instant::now();
     let mut model = refit(&data, smoothe.seed).map_err(|e| {
         // Too few labels to train is most often an oracle that fails.
         let calls = log.calls(&fingerprint, &oracle_id);
@@ -313,20 +318,24 @@ pub fn train_cost(
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
     let summary =
-        |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius, picks| RoundSummary {
-            round,
-            labels: data.len(),
-            oracle_calls: calls(log),
-            report: model.meta.report.clone(),
-            best_real_cost: best_of(data),
-            optimum,
-            radius,
-            greedy_real_cost: base_costs[0],
-            dag_greedy_real_cost: base_costs[1],
-            linear_smoothe_real_cost: base_costs[2],
-            picks,
+        |round: usize, model: &Ensemble, log: &LabelLog, data: &[Labelled], optimum, radius, picks, fit_seconds| {
+            RoundSummary {
+                round,
+                labels: data.len(),
+                oracle_calls: calls(log),
+                report: model.meta.report.clone(),
+                best_real_cost: best_of(data),
+                optimum,
+                radius,
+                greedy_real_cost: base_costs[0],
+                dag_greedy_real_cost: base_costs[1],
+                linear_smoothe_real_cost: base_costs[2],
+                picks,
+                fit_seconds,
+            }
         };
-    rounds.push(summary(0, &model, log, &data, None, radius, Vec::new()));
+    let fit_seconds = fit_started.elapsed().as_secs_f64();
+    rounds.push(summary(0, &model, log, &data, None, radius, Vec::new(), fit_seconds));
     for round in 1..=config.rounds {
         if budget == 0 {
             break;
@@ -439,10 +448,13 @@ pub fn train_cost(
             (radius / 2).max(RADIUS_BOUNDS.0)
         };
         // Random picks never ask the model: only the last one is fitted.
+        let fit_started = std::time::Instant::now();
+        let mut fit_seconds = 0.0;
         if config.acquisition != Acquisition::Random || round == config.rounds || budget == 0 {
             model = refit(&data, smoothe.seed + round as u64)?;
+            fit_seconds = fit_started.elapsed().as_secs_f64();
         }
-        rounds.push(summary(round, &model, log, &data, optimum, used, picks));
+        rounds.push(summary(round, &model, log, &data, optimum, used, picks, fit_seconds));
     }
     let Some(best) = data.iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) else {
         bail!("no oracle call succeeded; see the label log for the errors");

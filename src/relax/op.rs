@@ -25,7 +25,8 @@ impl RelaxOp {
         RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None) }
     }
 
-    /// Applies the op to `scores` (`[nodes, batch]`, f32 or f64, CPU).
+    /// Applies the op to `scores` (`[nodes, batch]`, f32 or f64; on a GPU
+    /// the sweep itself runs on the host).
     pub fn apply(self, scores: &Tensor) -> Result<Tensor> {
         scores.contiguous()?.apply_op1(self)
     }
@@ -92,6 +93,20 @@ impl CustomOp1 for RelaxOp {
         }
         *self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))? = Some(forwards);
         Ok((from_f64(out, storage.dtype())?, Shape::from((nn + 1, batch))))
+    }
+
+    /// On a GPU the op runs on the host: the scores come over, the CPU
+    /// sweep runs, and the probabilities go back (the backward likewise).
+    /// The sweep is sequential over the condensation, so no device kernel
+    /// of it exists yet.
+    fn cuda_fwd(
+        &self,
+        storage: &candle_core::CudaStorage,
+        layout: &Layout,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        use candle_core::backend::BackendDevice;
+        let (out, shape) = self.cpu_fwd(&storage.to_cpu_storage()?, layout)?;
+        Ok((storage.device().storage_from_cpu_storage(&out)?, shape))
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {

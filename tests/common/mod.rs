@@ -154,3 +154,11 @@ pub fn cheap_cycle_json() -> String {
         &["R"],
     )
 }
+
+/// The device the tests run tensor work on: `$SMOOTHE_DEVICE` (the same
+/// variable the CLI reads), CPU when unset. `SMOOTHE_DEVICE=cuda` runs the
+/// suite on a GPU (with a `--features cuda` build; `experiments/gpu.sh`).
+pub fn device() -> candle_core::Device {
+    let name = std::env::var("SMOOTHE_DEVICE").unwrap_or_else(|_| "cpu".into());
+    smoothe::device::parse(&name).expect("SMOOTHE_DEVICE names a usable device")
+}

@@ -69,8 +69,8 @@ impl OracleArgs {
 /// Where and how long-running work runs.
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// Device for tensor work: cpu, or cuda (needs a build with `--features cuda`) [default: cpu].
-    #[arg(long)]
+    /// Device for tensor work: cpu, or cuda (needs a build with `--features cuda`) [default: cpu, or $SMOOTHE_DEVICE].
+    #[arg(long, env = "SMOOTHE_DEVICE")]
     pub device: Option<String>,
     /// Worker threads (0: one per core). Same seed and thread count, same result [default: 0].
     #[arg(long)]

@@ -11,8 +11,8 @@ pub struct PredictArgs {
     /// The trained model.
     #[arg(long)]
     model: PathBuf,
-    /// Device for tensor work: cpu, or cuda (needs a build with `--features cuda`) [default: cpu].
-    #[arg(long)]
+    /// Device for tensor work: cpu, or cuda (needs a build with `--features cuda`) [default: cpu, or $SMOOTHE_DEVICE].
+    #[arg(long, env = "SMOOTHE_DEVICE")]
     device: Option<String>,
     /// Print one JSON object per extraction (its file, mean, std, score,
     /// distance, outside, features_outside) instead of a sentence, for scripts.
