@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# The GPU check (issue 11), as one prepared script in three steps. The GPU
+# machine has no network and the lease is short, so everything is built here
+# and only measuring happens there.
+#
+#   experiments/gpu.sh prepare   # here: build with --features cuda (needs CUDA
+#                                # 13's nvcc on PATH and its libraries on
+#                                # LIBRARY_PATH, see below), pack .gpu/
+#   experiments/gpu.sh device    # on the GPU machine, in the repo root, with
+#                                # .gpu carried: tests with SMOOTHE_DEVICE=cuda,
+#                                # SmoothE timings, train-cost on and off the GPU;
+#                                # writes $OUT/gpu-device.csv, $OUT/gpu-tests.csv,
+#                                # $OUT/gpu-train.csv, $OUT/gpu-logs.tgz
+#   experiments/gpu.sh cpu       # here: the same SmoothE runs on this CPU
+#   python3 experiments/gpu.py   # merges into experiments/gpu.csv and gpu.md
+#
+# Building without a CUDA install: pip's wheels carry one. Download
+# nvidia-cuda-nvcc, -cuda-crt, -nvvm, -cuda-runtime, -cuda-cccl, -cublas,
+# -curand and -cuda-nvrtc (all CUDA 13.0, to match the machine's driver),
+# unzip them into one tree, put its bin/ on PATH and its lib/ (with
+# unversioned .so links) on LIBRARY_PATH. libcuda comes with the driver, not
+# a wheel: link against a stub holding the driver API's names (the real one
+# is found at run time). CUDA_COMPUTE_CAP=90 builds for the H100/H200.
+#
+# The benchmark graphs are the five largest in ../shared/datasets (by nodes).
+# Settings (environment): LIMIT (s, every run on this CPU, default 30),
+# GPU_LIMIT (s, batch 1024 on the GPU, default 20: the lease is 15 minutes),
+# SHORT (s, batches 32 and 256 on the GPU and 1024 on its host's CPU,
+# default 8), STEPS (fixed-step runs compared across devices, default 20).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GRAPHS=${GRAPHS:-"herbie/4225 herbie/3659 herbie/2953 herbie/1774 herbie/6712"}
+LIMIT=${LIMIT:-30}
+GPU_LIMIT=${GPU_LIMIT:-20}
+SHORT=${SHORT:-8}
+STEPS=${STEPS:-20}
+B=.gpu
+
+# One SmoothE run: device batch limit graph csv threads [steps]. Appends
+# graph,device,batch_asked,batch,limit,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib
+# (batch_asked 0: the default batch, from the graph size).
+bench() {
+  local dev=$1 batch=$2 limit=$3 g=$4 csv=$5 threads=$6 steps=${7:-0} bin=${SMOOTHE:-target/release/smoothe}
+  local json=/tmp/gpu-run.json file
+  file=$(graph_file "$g")
+  local sampler="" base=0
+  if [ "$dev" = cuda ]; then
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >/tmp/gpu-mem.log &
+    sampler=$!
+  fi
+  local args=(extract --method smoothe --device "$dev" --batch "$batch" --time-limit "$limit" --threads "$threads" -q -o "$json")
+  [ "$steps" != 0 ] && args+=(--steps "$steps")
+  rm -f "$json"
+  if ! timeout $((limit + 120)) "$bin" "${args[@]}" "$file" 2>>/tmp/gpu-errors.log; then
+    echo "FAILED: $bin ${args[*]} $file" | tee -a /tmp/gpu-errors.log >&2
+  fi
+  local peak=""
+  if [ -n "$sampler" ]; then
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    peak=$(sort -n /tmp/gpu-mem.log | tail -1)
+    peak=$((${peak:-$base} - base))
+  fi
+  local valid=false
+  [ -s "$json" ] && "$bin" check "$file" "$json" >/dev/null 2>&1 && valid=true
+  python3 - "$json" "$g" "$dev" "$batch" "$limit" "$steps" "$valid" "$peak" >>"$csv" <<'EOF'
+import json, sys
+path, g, dev, batch, limit, steps, valid, peak = sys.argv[1:]
+try:
+    r = json.load(open(path))
+except Exception:
+    r = {}
+print(",".join(str(x) for x in [g, dev, batch, r.get("batch", ""), limit, steps, r.get("ms_per_step", ""),
+                               r.get("steps", ""), r.get("dag_cost", ""), valid, peak]))
+EOF
+  tail -1 "$csv"
+}
+
+graph_file() {
+  if [ -d "$B/x/data" ]; then echo "$B/x/data/$(echo "$1" | tr / _).json"; else echo "../shared/datasets/$1.json"; fi
+}
+
+HEADER=graph,device,batch_asked,batch,limit_s,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib
+
+prepare() {
+  command -v nvcc >/dev/null || { echo "prepare needs CUDA 13's nvcc on PATH (see the top of this script)" >&2; exit 1; }
+  export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90}
+  local target=target/cuda
+  CARGO_TARGET_DIR=$target cargo test --release --features cuda --no-run --message-format=json >/tmp/gpu-build.json
+  rm -rf $B && mkdir -p $B/x/bin $B/x/tests $B/x/lib $B/x/data
+  python3 - >/tmp/gpu-tests.txt <<'EOF'
+import json
+for line in open("/tmp/gpu-build.json"):
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["kind"][0] + "-" + m["target"]["name"], m["executable"])
+EOF
+  while read -r name exe; do objcopy --strip-debug "$exe" "$B/x/tests/$name"; done </tmp/gpu-tests.txt
+  objcopy --strip-debug $target/release/smoothe $B/x/bin/smoothe
+  cp -L "$(dirname "$(command -v nvcc)")/../lib/libcudart.so.13" $B/x/lib/
+  for g in $GRAPHS; do cp "../shared/datasets/$g.json" "$B/x/data/$(echo "$g" | tr / _).json"; done
+  echo "$PWD" >$B/x/build_root
+  tar -C $B/x -cf - . | xz -T0 -6 >$B/bundle.tar.xz
+  rm -rf $B/x
+  ls -la $B
+}
+
+device() {
+  : "${OUT:?device runs on the GPU machine, which sets OUT}"
+  local logs=/tmp/gpu-logs
+  mkdir -p $logs $B/x && tar -C $B/x -xJf $B/bundle.tar.xz
+  # The test binaries hold their build paths (CARGO_MANIFEST_DIR and the
+  # smoothe binary's path): make those paths lead here.
+  local root
+  root=$(cat $B/x/build_root)
+  if [ "$(cd "$PWD" && pwd -P)" != "$root" ] && [ ! -e "$root" ]; then
+    mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+  fi
+  mkdir -p "$root/target/cuda/release" && cp $B/x/bin/smoothe "$root/target/cuda/release/smoothe"
+  export SMOOTHE=$PWD/$B/x/bin/smoothe
+  local libs=$PWD/$B/x/lib d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 \
+    /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do
+    [ -d "$d" ] && libs="$libs:$d"
+  done
+  export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee $logs/nvidia-smi.txt
+  nproc
+  if ldd "$SMOOTHE" | grep "not found"; then echo "libraries missing" >&2; exit 1; fi
+  # Smoke test: one short run on the device, or stop here with the error.
+  "$SMOOTHE" extract --method smoothe --device cuda --steps 3 -q datasets/esyn/mul3.json >/dev/null
+
+  local csv=$OUT/gpu-device.csv
+  echo $HEADER >"$csv"
+  # Fixed steps and seed, 2 threads, batch 32: compared with the CPU here.
+  for g in $GRAPHS; do bench cuda 32 0 "$g" "$csv" 2 "$STEPS"; done
+  for g in $GRAPHS; do
+    for b in 32 256; do bench cuda $b "$SHORT" "$g" "$csv" 16; done
+    bench cuda 1024 "$GPU_LIMIT" "$g" "$csv" 16
+    # The same batch with the device off, on this machine's 16 cores: how
+    # much of the speed is the GPU and how much the host.
+    bench cpu 1024 "$SHORT" "$g" "$csv" 16
+  done
+
+  # train-cost with the device on and off (toy oracle: no synthesis tools).
+  local tcsv=$OUT/gpu-train.csv
+  echo device,seconds,fit_seconds,labels,best_real >"$tcsv"
+  for dev in cuda cpu; do
+    local t0 t1
+    t0=$(date +%s.%N)
+    timeout 300 "$SMOOTHE" train-cost --oracle examples/oracles/toy.py --initial 60 --rounds 2 --device $dev \
+      --threads 16 --out /tmp/gpu-tc-$dev -q datasets/esyn/mul3.json >$logs/train-$dev.log 2>&1 || echo "train-cost $dev failed" >&2
+    t1=$(date +%s.%N)
+    python3 - "$dev" "$t0" "$t1" >>"$tcsv" <<'EOF'
+import json, sys
+dev, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+try:
+    rounds = json.load(open(f"/tmp/gpu-tc-{dev}.rounds.json"))
+except Exception:
+    rounds = [{}]
+fit = sum(r.get("fit_seconds", 0.0) for r in rounds)
+print(f"{dev},{t1 - t0:.2f},{fit:.3f},{rounds[-1].get('labels', '')},{rounds[-1].get('best_real_cost', '')}")
+EOF
+    tail -1 "$tcsv"
+  done
+
+  # The whole test suite with the device on.
+  local scsv=$OUT/gpu-tests.csv
+  echo binary,exit_code,passed,failed,ignored,seconds,failed_tests >"$scsv"
+  for t in $B/x/tests/*; do
+    local name rc=0 s0 s1
+    name=$(basename "$t")
+    s0=$(date +%s)
+    SMOOTHE_DEVICE=cuda timeout 240 "$t" --test-threads 8 >$logs/test-$name.log 2>&1 || rc=$?
+    s1=$(date +%s)
+    python3 - "$name" "$rc" $((s1 - s0)) $logs/test-$name.log >>"$scsv" <<'EOF'
+import re, sys
+name, rc, secs, log = sys.argv[1:]
+text = open(log, errors="replace").read()
+p = f = i = 0
+for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
+    p, f, i = p + int(m[1]), f + int(m[2]), i + int(m[3])
+failed = " ".join(re.findall(r"^test (\S+) \.\.\. FAILED", text, re.M))
+print(f"{name},{rc},{p},{f},{i},{secs},{failed}")
+EOF
+    tail -1 "$scsv"
+  done
+  cp /tmp/gpu-errors.log $logs/ 2>/dev/null || true
+  tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs
+}
+
+cpu() {
+  cargo build --release --quiet
+  export SMOOTHE=${SMOOTHE:-target/release/smoothe}
+  mkdir -p experiments/out/gpu
+  local csv=experiments/out/gpu/cpu.csv
+  echo $HEADER >"$csv"
+  for g in $GRAPHS; do bench cpu 32 0 "$g" "$csv" 2 "$STEPS"; done
+  for g in $GRAPHS; do
+    for b in 0 32 256 1024; do bench cpu $b "$LIMIT" "$g" "$csv" 2; done
+  done
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  device) device ;;
+  cpu) cpu ;;
+  *) sed -n '2,29p' "$0"; exit 2 ;;
+esac
