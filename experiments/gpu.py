@@ -165,13 +165,15 @@ def render():
             out += ["", f"- `{n}`: {FAILURE_NOTES[n]}"]
     out += ["", "## train-cost with the device on and off", ""]
     out.append(
-        "mul3, toy oracle (`examples/oracles/toy.py`), 60 initial samples and 2 rounds (120 labels), 16 threads, on "
-        "the GPU machine. *fit* is the time spent fitting the ensemble, summed over rounds (`fit_seconds` in "
-        "`rounds.json`)."
+        "mul3, toy oracle (`examples/oracles/toy.py`), 16 threads, on the GPU machine. *fit* is the time spent "
+        "fitting the ensemble, summed over rounds (`fit_seconds` in `rounds.json`)."
     )
-    out += ["", "| device | wall s | fit s | labels | best real cost |", "|---|---|---|---|---|"]
+    out += ["", "| device | settings | wall s | fit s | labels | best real cost |", "|---|---|---|---|---|---|"]
     for r in read(TRAIN):
-        out.append(f"| {r['device']} | {r['seconds']} | {r['fit_seconds']} | {r['labels']} | {fnum(r['best_real'], 2)} |")
+        out.append(
+            f"| {r['device']} | `{r['settings']}` | {r['seconds']} | {r['fit_seconds']} | {r['labels']} | "
+            f"{fnum(r['best_real'], 2)} |"
+        )
     fits = {r["device"]: float(r["fit_seconds"]) for r in read(TRAIN) if r["fit_seconds"]}
     if fits.get("cuda") and fits.get("cpu"):
         out += ["", f"Fitting took {fits['cuda'] / fits['cpu']:.1f}× as long on the GPU as on its host's CPU."]

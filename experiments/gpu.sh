@@ -131,6 +131,37 @@ device() {
   # Smoke test: one short run on the device, or stop here with the error.
   "$SMOOTHE" extract --method smoothe --device cuda --steps 3 -q datasets/esyn/mul3.json >/dev/null
 
+  # The whole test suite with the device on, first (a wrong kernel should
+  # stop the timings from counting): every binary at once, then parsed.
+  local scsv=$OUT/gpu-tests.csv t
+  echo binary,exit_code,passed,failed,ignored,seconds,failed_tests >"$scsv"
+  for t in $B/x/tests/*; do
+    (
+      s0=$(date +%s)
+      rc=0
+      SMOOTHE_DEVICE=cuda timeout 300 "$t" --test-threads 4 >"$logs/test-$(basename "$t").log" 2>&1 || rc=$?
+      echo "$rc $(($(date +%s) - s0))" >"$logs/test-$(basename "$t").rc"
+    ) &
+  done
+  wait
+  for t in $B/x/tests/*; do
+    local name
+    name=$(basename "$t")
+    # shellcheck disable=SC2046
+    python3 - "$name" $(cat "$logs/test-$name.rc") "$logs/test-$name.log" >>"$scsv" <<'EOF'
+import re, sys
+name, rc, secs, log = sys.argv[1:]
+text = open(log, errors="replace").read()
+p = f = i = 0
+for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
+    p, f, i = p + int(m[1]), f + int(m[2]), i + int(m[3])
+failed = " ".join(re.findall(r"^test (\S+) \.\.\. FAILED", text, re.M))
+print(f"{name},{rc},{p},{f},{i},{secs},{failed}")
+EOF
+    tail -1 "$scsv"
+  done
+  tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs
+
   local csv=$OUT/gpu-device.csv
   echo $HEADER >"$csv"
   # Fixed steps and seed, 2 threads, batch 32: compared with the CPU here.
@@ -145,47 +176,28 @@ device() {
 
   # train-cost with the device on and off (toy oracle: no synthesis tools).
   local tcsv=$OUT/gpu-train.csv
-  echo device,seconds,fit_seconds,labels,best_real >"$tcsv"
+  local settings="--initial 40 --rounds 2 --per-round 20"
+  echo device,settings,seconds,fit_seconds,labels,best_real >"$tcsv"
   for dev in cuda cpu; do
     local t0 t1
     t0=$(date +%s.%N)
-    timeout 300 "$SMOOTHE" train-cost --oracle examples/oracles/toy.py --initial 60 --rounds 2 --device $dev \
-      --threads 16 --out /tmp/gpu-tc-$dev -q datasets/esyn/mul3.json >$logs/train-$dev.log 2>&1 || echo "train-cost $dev failed" >&2
+    # shellcheck disable=SC2086
+    timeout 300 "$SMOOTHE" train-cost --oracle examples/oracles/toy.py $settings --device $dev --threads 16 \
+      --out /tmp/gpu-tc-$dev -q datasets/esyn/mul3.json >$logs/train-$dev.log 2>&1 || echo "train-cost $dev failed" >&2
     t1=$(date +%s.%N)
-    python3 - "$dev" "$t0" "$t1" >>"$tcsv" <<'EOF'
+    python3 - "$dev" "$t0" "$t1" "$settings" >>"$tcsv" <<'EOF'
 import json, sys
-dev, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+dev, t0, t1, settings = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 try:
     rounds = json.load(open(f"/tmp/gpu-tc-{dev}.rounds.json"))
 except Exception:
     rounds = [{}]
 fit = sum(r.get("fit_seconds", 0.0) for r in rounds)
-print(f"{dev},{t1 - t0:.2f},{fit:.3f},{rounds[-1].get('labels', '')},{rounds[-1].get('best_real_cost', '')}")
+print(f"{dev},{settings},{t1 - t0:.2f},{fit:.3f},{rounds[-1].get('labels', '')},{rounds[-1].get('best_real_cost', '')}")
 EOF
     tail -1 "$tcsv"
   done
 
-  # The whole test suite with the device on.
-  local scsv=$OUT/gpu-tests.csv
-  echo binary,exit_code,passed,failed,ignored,seconds,failed_tests >"$scsv"
-  for t in $B/x/tests/*; do
-    local name rc=0 s0 s1
-    name=$(basename "$t")
-    s0=$(date +%s)
-    SMOOTHE_DEVICE=cuda timeout 240 "$t" --test-threads 8 >$logs/test-$name.log 2>&1 || rc=$?
-    s1=$(date +%s)
-    python3 - "$name" "$rc" $((s1 - s0)) $logs/test-$name.log >>"$scsv" <<'EOF'
-import re, sys
-name, rc, secs, log = sys.argv[1:]
-text = open(log, errors="replace").read()
-p = f = i = 0
-for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
-    p, f, i = p + int(m[1]), f + int(m[2]), i + int(m[3])
-failed = " ".join(re.findall(r"^test (\S+) \.\.\. FAILED", text, re.M))
-print(f"{name},{rc},{p},{f},{i},{secs},{failed}")
-EOF
-    tail -1 "$scsv"
-  done
   cp /tmp/gpu-errors.log $logs/ 2>/dev/null || true
   tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs
 }
