@@ -3,9 +3,9 @@
 # machine has no network and the lease is short, so everything is built here
 # and only measuring happens there.
 #
-#   experiments/gpu.sh prepare   # here: build with --features cuda (needs CUDA
-#                                # 13's nvcc on PATH and its libraries on
-#                                # LIBRARY_PATH, see below), pack .gpu/
+#   experiments/gpu.sh prepare   # here: build with --features cuda (fetching
+#                                # CUDA 13 from pip when nvcc is missing), pack
+#                                # .gpu/ (17 MB) to carry
 #   experiments/gpu.sh device    # on the GPU machine, in the repo root, with
 #                                # .gpu carried: tests with SMOOTHE_DEVICE=cuda,
 #                                # SmoothE timings, train-cost on and off the GPU;
@@ -14,13 +14,11 @@
 #   experiments/gpu.sh cpu       # here: the same SmoothE runs on this CPU
 #   python3 experiments/gpu.py   # merges into experiments/gpu.csv and gpu.md
 #
-# Building without a CUDA install: pip's wheels carry one. Download
-# nvidia-cuda-nvcc, -cuda-crt, -nvvm, -cuda-runtime, -cuda-cccl, -cublas,
-# -curand and -cuda-nvrtc (all CUDA 13.0, to match the machine's driver),
-# unzip them into one tree, put its bin/ on PATH and its lib/ (with
-# unversioned .so links) on LIBRARY_PATH. libcuda comes with the driver, not
-# a wheel: link against a stub holding the driver API's names (the real one
-# is found at run time). CUDA_COMPUTE_CAP=90 builds for the H100/H200.
+# Without nvcc on PATH, prepare fetches CUDA 13.0 (the GPU machine's
+# version) from pip's wheels into target/cuda-toolchain; libcuda comes with
+# the driver, not a wheel, so it links against a stub holding the driver
+# API's names (the real one is found at run time). CUDA_COMPUTE_CAP=90
+# builds for the H100/H200.
 #
 # The benchmark graphs are the five largest in ../shared/datasets (by nodes).
 # Settings (environment): LIMIT (s, every run on this CPU, default 30),
@@ -83,8 +81,39 @@ graph_file() {
 
 HEADER=graph,device,batch_asked,batch,limit_s,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib
 
+# CUDA 13.0 for building, from pip's wheels, into target/cuda-toolchain
+# (about 700 MB): nvcc and its parts, the runtime and the libraries candle
+# links, plus a stub libcuda with the names cudarc's driver bindings use.
+toolchain() {
+  local dir=$PWD/target/cuda-toolchain
+  if [ ! -x "$dir/nvidia/cu13/bin/nvcc" ]; then
+    mkdir -p "$dir/wheels"
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -d "$dir/wheels" \
+      --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux_2_12_x86_64 --platform manylinux2010_x86_64 \
+      "nvidia-cuda-nvcc==13.0.*" "nvidia-cuda-crt==13.0.*" "nvidia-nvvm==13.0.*" "nvidia-cuda-runtime==13.0.*" \
+      "nvidia-cuda-cccl==13.0.*" "nvidia-cublas==13.0.*" "nvidia-curand==10.4.0.*" "nvidia-cuda-nvrtc==13.0.*"
+    for w in "$dir"/wheels/*.whl; do unzip -qo "$w" -d "$dir"; done
+    chmod +x "$dir"/nvidia/cu13/bin/* "$dir"/nvidia/cu13/nvvm/bin/*
+    local lib
+    for lib in cudart cublas cublasLt curand nvrtc; do
+      ln -sf "$(basename "$(ls "$dir"/nvidia/cu13/lib/lib$lib.so.* | head -1)")" "$dir/nvidia/cu13/lib/lib$lib.so"
+    done
+    local bindings
+    bindings=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs | tail -1)
+    mkdir -p "$dir/stub"
+    grep -oE "^\s+fn cu[A-Za-z0-9_]+\(" "$bindings" | sed -E 's/^\s+fn //; s/\(//' | sort -u |
+      awk '{print "void "$1"(void){}"}' >"$dir/stub/cuda.c"
+    gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$dir/stub/libcuda.so" "$dir/stub/cuda.c"
+  fi
+  export PATH="$dir/nvidia/cu13/bin:$PATH"
+  export LIBRARY_PATH="$dir/nvidia/cu13/lib:$dir/stub${LIBRARY_PATH:+:$LIBRARY_PATH}"
+}
+
 prepare() {
-  command -v nvcc >/dev/null || { echo "prepare needs CUDA 13's nvcc on PATH (see the top of this script)" >&2; exit 1; }
+  # cudarc's sources (for the stub's names) come with the first fetch.
+  cargo fetch --quiet
+  command -v nvcc >/dev/null || toolchain
   export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90}
   local target=target/cuda
   CARGO_TARGET_DIR=$target cargo test --release --features cuda --no-run --message-format=json >/tmp/gpu-build.json
@@ -218,5 +247,5 @@ case "${1:-}" in
   prepare) prepare ;;
   device) device ;;
   cpu) cpu ;;
-  *) sed -n '2,29p' "$0"; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2 ;;
 esac
