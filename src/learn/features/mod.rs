@@ -25,10 +25,10 @@ use anyhow::bail;
 use candle_core::{DType, Result, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 mod pair_op;
-use pair_op::{PairEdges, PairOp};
+use pair_op::{PairEdges, PairOp, PairTensors};
 
 /// Which features a model reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,8 +193,18 @@ pub struct Featurizer {
     slot_features: Vec<Vec<Option<u32>>>,
     /// The same entries flattened for the relaxed features.
     pairs: Arc<PairEdges>,
-    /// `matrix` as a CPU tensor, made on first use.
-    dense: OnceLock<Result<Tensor>>,
+    /// `matrix` (and, off the CPU, the pair entries) as tensors on the
+    /// device and in the dtype last asked for, so a SmoothE step copies
+    /// and converts nothing.
+    on_device: Mutex<Option<OnDevice>>,
+}
+
+/// What [`Featurizer::of_probabilities`] keeps on one device.
+struct OnDevice {
+    location: candle_core::DeviceLocation,
+    dtype: DType,
+    dense: Tensor,
+    pairs: Option<PairTensors>,
 }
 
 impl Featurizer {
@@ -248,7 +258,7 @@ impl Featurizer {
             slot_class: Vec::new(),
             slot_features: Vec::new(),
             pairs: Arc::new(PairEdges::default()),
-            dense: OnceLock::new(),
+            on_device: Mutex::new(None),
         };
         let mut edges = PairEdges {
             class_of: g.nodes().map(|n| g.class_of(n).raw()).collect(),
@@ -329,23 +339,40 @@ impl Featurizer {
     /// edge `n -> c` to child `m` is `P(n) P(m) / P(c)`: the probability
     /// of `n` times that of `m` given its class.
     pub fn of_probabilities(&self, node_prob: &Tensor) -> Result<Tensor> {
-        let dev = node_prob.device();
-        let dtype = node_prob.dtype();
-        let (nn, _) = node_prob.dims2()?;
-        let m = self
-            .dense
-            .get_or_init(|| Tensor::from_slice(&self.matrix, (nn, self.dim()), &candle_core::Device::Cpu))
-            .as_ref()
-            .map_err(|e| candle_core::Error::Msg(format!("feature matrix: {e}")))?
-            .clone();
-        let m = m.to_device(dev)?.to_dtype(dtype)?;
-        let dense = node_prob.t()?.matmul(&m)?;
+        let (dense, pairs) = self.tensors_on(node_prob.dim(0)?, node_prob.device(), node_prob.dtype())?;
+        let expected = node_prob.t()?.matmul(&dense)?;
         if self.pairs.parent.is_empty() {
-            return Ok(dense);
+            return Ok(expected);
         }
-        let on_cpu = node_prob.to_device(&candle_core::Device::Cpu)?.contiguous()?;
-        let pairs = on_cpu.apply_op1(PairOp { edges: self.pairs.clone() })?.to_device(dev)?;
-        dense + pairs.t()?
+        let pair_counts = match pairs {
+            Some(on_device) => on_device.features(node_prob)?,
+            None => node_prob.contiguous()?.apply_op1(PairOp { edges: self.pairs.clone() })?,
+        };
+        expected + pair_counts.t()?
+    }
+
+    /// The dense `[nodes, features]` matrix, and off the CPU the pair
+    /// entries, on `device` in `dtype`: made once, then reused while the
+    /// device and dtype stay.
+    fn tensors_on(
+        &self,
+        nodes: usize,
+        device: &candle_core::Device,
+        dtype: DType,
+    ) -> Result<(Tensor, Option<PairTensors>)> {
+        let mut kept = self.on_device.lock().map_err(|_| candle_core::Error::Msg("feature tensors poisoned".into()))?;
+        let location = device.location();
+        if let Some(k) = kept.as_ref().filter(|k| k.location == location && k.dtype == dtype) {
+            return Ok((k.dense.clone(), k.pairs.clone()));
+        }
+        let dense = Tensor::from_slice(&self.matrix, (nodes, self.dim()), device)?.to_dtype(dtype)?;
+        let pairs = if device.is_cpu() || self.pairs.parent.is_empty() {
+            None
+        } else {
+            Some(PairTensors::new(&self.pairs, device)?)
+        };
+        *kept = Some(OnDevice { location, dtype, dense: dense.clone(), pairs: pairs.clone() });
+        Ok((dense, pairs))
     }
 
     /// Features of many extractions as a `[rows, features]` f32 tensor.
