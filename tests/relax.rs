@@ -145,3 +145,30 @@ fn candle_autograd_through_the_op_matches_finite_differences() {
         assert!((fd - grad[i]).abs() <= 1e-5 * fd.abs().max(1.0), "score {i}: {} vs {fd}", grad[i]);
     }
 }
+
+#[test]
+fn the_ops_values_and_gradients_do_not_depend_on_how_the_batch_is_chunked() {
+    // Batches wider than a chunk's column cap are split further; Mixed
+    // gives each column its rule by its index in the whole batch.
+    for (_, p) in problems().into_iter().filter(|(_, p)| !p.sccs.cyclic_sizes().is_empty()).take(2) {
+        let relax = Arc::new(Relaxation::new(&p.graph, &p.sccs, Combine::Mixed, TIGHT));
+        let nn = relax.num_nodes();
+        let mut rng = StdRng::seed_from_u64(8);
+        for batch in [7, 70] {
+            let s: Vec<f64> = (0..nn * batch).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let weights: Vec<f64> = (0..(nn + 1) * batch).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let run = |chunks: usize| -> (Vec<f64>, Vec<f64>) {
+                let var = Var::from_vec(s.clone(), (nn, batch), &device()).unwrap();
+                let w = Tensor::from_vec(weights.clone(), (nn + 1, batch), &device()).unwrap();
+                let out = RelaxOp::new(relax.clone(), chunks).apply(var.as_tensor()).unwrap();
+                let grads = (&out * &w).unwrap().sum_all().unwrap().backward().unwrap();
+                let grad = grads.get(var.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+                (out.flatten_all().unwrap().to_vec1().unwrap(), grad)
+            };
+            let one = run(1);
+            for chunks in [2, 3, batch] {
+                assert_eq!(run(chunks), one, "batch {batch}, {chunks} chunks");
+            }
+        }
+    }
+}

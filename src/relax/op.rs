@@ -8,9 +8,17 @@ use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
+/// Most batch columns one worker sweeps at a time. Wider chunks leave the
+/// cache: at batch 1024 on a 30k-node graph (herbie 1774, 2 threads),
+/// chunks of 32 columns instead of 512 halved the forward (500 to 240 ms)
+/// and cut the backward from 570 to 340 ms. Columns are independent, so
+/// the chunking changes no result.
+const MAX_CHUNK_COLUMNS: usize = 32;
+
 /// Maps scores `[nodes, batch]` to `[nodes + 1, batch]`: node
 /// probabilities, then one row holding each seed's acyclicity penalty.
-/// The batch is split into column chunks run in parallel. One op value
+/// The batch is split into column chunks run in parallel, at least one per
+/// worker and at most [`MAX_CHUNK_COLUMNS`] columns each. One op value
 /// serves one forward/backward pair (it keeps the forward state).
 pub struct RelaxOp {
     relax: Arc<Relaxation>,
@@ -19,8 +27,9 @@ pub struct RelaxOp {
 }
 
 impl RelaxOp {
-    /// A new op over `relax`, splitting the batch into at most `chunks`
-    /// parallel pieces.
+    /// A new op over `relax`, splitting the batch into `chunks` parallel
+    /// pieces (one per worker), or more where a piece would be wider than
+    /// [`MAX_CHUNK_COLUMNS`].
     pub fn new(relax: Arc<Relaxation>, chunks: usize) -> Self {
         RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None) }
     }
@@ -32,7 +41,7 @@ impl RelaxOp {
     }
 
     fn ranges(&self, batch: usize) -> Vec<std::ops::Range<usize>> {
-        let k = self.chunks.min(batch).max(1);
+        let k = self.chunks.max(batch.div_ceil(MAX_CHUNK_COLUMNS)).min(batch).max(1);
         (0..k).map(|i| (i * batch / k)..((i + 1) * batch / k)).collect()
     }
 }
