@@ -56,13 +56,30 @@ fn gather(src: &[f64], rows: usize, batch: usize, range: &std::ops::Range<usize>
     out
 }
 
+/// The `[rows, batch]` buffer whose columns `ranges[k]` are chunk `k`'s
+/// rows, `row_of(k, row)` (each `ranges[k].len()` wide); rows in parallel.
+fn interleave<'a>(
+    rows: usize,
+    batch: usize,
+    ranges: &[std::ops::Range<usize>],
+    row_of: impl Fn(usize, usize) -> &'a [f64] + Sync,
+) -> Vec<f64> {
+    let mut out = vec![0.0; rows * batch];
+    out.par_chunks_mut(batch.max(1)).enumerate().for_each(|(row, dst)| {
+        for (k, r) in ranges.iter().enumerate() {
+            dst[r.clone()].copy_from_slice(row_of(k, row));
+        }
+    });
+    out
+}
+
 fn to_f64(storage: &CpuStorage, layout: &Layout) -> Result<Vec<f64>> {
     let (start, end) = layout
         .contiguous_offsets()
         .ok_or_else(|| candle_core::Error::Msg("relaxation input must be contiguous".into()))?;
     Ok(match storage {
         CpuStorage::F64(v) => v[start..end].to_vec(),
-        CpuStorage::F32(v) => v[start..end].iter().map(|&x| x as f64).collect(),
+        CpuStorage::F32(v) => v[start..end].par_iter().map(|&x| x as f64).collect(),
         _ => candle_core::bail!("relaxation input must be f32 or f64"),
     })
 }
@@ -70,7 +87,7 @@ fn to_f64(storage: &CpuStorage, layout: &Layout) -> Result<Vec<f64>> {
 fn from_f64(data: Vec<f64>, dtype: DType) -> Result<CpuStorage> {
     Ok(match dtype {
         DType::F64 => CpuStorage::F64(data),
-        DType::F32 => CpuStorage::F32(data.into_iter().map(|x| x as f32).collect()),
+        DType::F32 => CpuStorage::F32(data.into_par_iter().map(|x| x as f32).collect()),
         other => candle_core::bail!("relaxation does not support {other:?}"),
     })
 }
@@ -92,14 +109,14 @@ impl CustomOp1 for RelaxOp {
             .par_iter()
             .map(|r| self.relax.forward_columns(&gather(&scores, nn, batch, r), r.len(), r.start))
             .collect();
-        let mut out = vec![0.0; (nn + 1) * batch];
-        for (f, r) in forwards.iter().zip(&ranges) {
-            let width = r.len();
-            for n in 0..nn {
-                out[n * batch + r.start..n * batch + r.end].copy_from_slice(&f.node_prob[n * width..(n + 1) * width]);
+        let out = interleave(nn + 1, batch, &ranges, |chunk, row| {
+            let (f, width) = (&forwards[chunk], ranges[chunk].len());
+            if row < nn {
+                &f.node_prob[row * width..(row + 1) * width]
+            } else {
+                &f.penalty
             }
-            out[nn * batch + r.start..nn * batch + r.end].copy_from_slice(&f.penalty);
-        }
+        });
         *self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))? = Some(forwards);
         Ok((from_f64(out, storage.dtype())?, Shape::from((nn + 1, batch))))
     }
@@ -122,7 +139,10 @@ impl CustomOp1 for RelaxOp {
         let (nn, batch) = arg.dims2()?;
         let guard = self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
         let forwards = guard.as_ref().ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
-        let grad: Vec<f64> = grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?;
+        let grad: Vec<f64> = match grad_res.dtype() {
+            DType::F32 => grad_res.flatten_all()?.to_vec1::<f32>()?.into_par_iter().map(f64::from).collect(),
+            _ => grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?,
+        };
         let ranges = self.ranges(batch);
         let parts: Vec<Vec<f64>> = forwards
             .par_iter()
@@ -133,14 +153,18 @@ impl CustomOp1 for RelaxOp {
                 self.relax.backward(f, &g[..nn * width], &g[nn * width..])
             })
             .collect();
-        let mut out = vec![0.0; nn * batch];
-        for (part, r) in parts.iter().zip(&ranges) {
-            let width = r.len();
-            for n in 0..nn {
-                out[n * batch + r.start..n * batch + r.end].copy_from_slice(&part[n * width..(n + 1) * width]);
-            }
-        }
-        let t = Tensor::from_vec(out, (nn, batch), arg.device())?.to_dtype(arg.dtype())?;
+        let out = interleave(nn, batch, &ranges, |chunk, row| {
+            let width = ranges[chunk].len();
+            &parts[chunk][row * width..(row + 1) * width]
+        });
+        let t = match arg.dtype() {
+            DType::F32 => Tensor::from_vec(
+                out.into_par_iter().map(|x| x as f32).collect::<Vec<f32>>(),
+                (nn, batch),
+                arg.device(),
+            )?,
+            dtype => Tensor::from_vec(out, (nn, batch), arg.device())?.to_dtype(dtype)?,
+        };
         Ok(Some(t))
     }
 }
