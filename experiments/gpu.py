@@ -45,18 +45,26 @@ def merge():
     if not (os.path.exists(device) and os.path.exists(cpu)):
         return False
     rows = [dict(r, machine=GPU_HOST) for r in read(device)] + [dict(r, machine=HERE_CPU) for r in read(cpu)]
-    fields = ["machine", "batch_asked"] + [k for k in read(cpu)[0].keys() if k != "batch_asked"] + ["seed_steps_per_s"]
+    keys = list(dict.fromkeys(k for r in rows for k in r.keys()))
+    fields = ["machine", "batch_asked"] + [k for k in keys if k not in ("machine", "batch_asked")] + ["seed_steps_per_s"]
     for r in rows:
         r.setdefault("batch_asked", r["batch"])  # the first device run wrote no batch_asked: every batch was explicit
         ms, batch = r["ms_per_step"], r["batch"]
         r["seed_steps_per_s"] = f"{1000.0 * int(batch) / float(ms):.1f}" if ms else ""
     with open(BENCH, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(rows)
     shutil.copy(os.path.join(RAW, "gpu-tests.csv"), TESTS)
     shutil.copy(os.path.join(RAW, "gpu-train.csv"), TRAIN)
     return True
+
+
+def host_mb(r):
+    """Megabytes a step copied between the GPU and its host ('not recorded' before the counter existed)."""
+    if not r or not r.get("host_bytes_per_step"):
+        return "not recorded"
+    return f"{float(r['host_bytes_per_step']) / 1e6:.0f}"
 
 
 def fnum(x, digits=1):
@@ -85,7 +93,8 @@ def render():
             out.append(f"| {g} | {fnum(c['dag_cost'])} | {fnum(d['dag_cost'])} | {same} |")
     out += ["", "## Throughput", ""]
     out.append(
-        "Seed-steps per second (batch × steps / time in gradient steps). *CPU default* is this machine at its "
+        "Seed-steps per second (batch × steps / time in gradient steps). *host MB/step*: what each step copied "
+        "between the GPU and its host (`host_bytes_per_step`). *CPU default* is this machine at its "
         "default batch (chosen from the graph size), the target's yardstick; *host* is the GPU machine's CPU, "
         "device off. Cost is the DAG cost at the time limit (limit in brackets, seconds). Peak memory: the GPU's "
         "used memory during the run above what it was before (MiB). Every result passed `smoothe check`."
@@ -93,8 +102,8 @@ def render():
     out += [
         "",
         "| graph | CPU default: batch, seed-steps/s, cost [s] | CPU 1024 | host 1024 | GPU 32 | GPU 256 | GPU 1024 | "
-        "GPU 1024 peak MiB | GPU 1024 ÷ CPU default |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "GPU 1024 peak MiB | GPU 1024 host MB/step | GPU 1024 ÷ CPU default |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     all_valid = all(r["valid"] == "true" for r in rows)
     speedups = []
@@ -123,7 +132,7 @@ def render():
         out.append(
             f"| {g} | {dcell} | {cell(pick(HERE_CPU, 'cpu', '1024'))} | {cell(pick(GPU_HOST, 'cpu', '1024'))} | "
             f"{cell(pick(GPU_HOST, 'cuda', '32'))} | {cell(pick(GPU_HOST, 'cuda', '256'))} | {cell(g1024)} | "
-            f"{g1024['peak_mib'] if g1024 else '-'} | {speed} |"
+            f"{g1024['peak_mib'] if g1024 else '-'} | {host_mb(g1024)} | {speed} |"
         )
     out += ["", f"All results valid: {'yes' if all_valid else 'NO'}."]
     host = [

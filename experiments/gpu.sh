@@ -35,7 +35,8 @@ STEPS=${STEPS:-20}
 B=.gpu
 
 # One SmoothE run: device batch limit graph csv threads [steps]. Appends
-# graph,device,batch_asked,batch,limit,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib
+# graph,device,batch_asked,batch,limit,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib,
+# host_bytes_per_step
 # (batch_asked 0: the default batch, from the graph size).
 bench() {
   local dev=$1 batch=$2 limit=$3 g=$4 csv=$5 threads=$6 steps=${7:-0} bin=${SMOOTHE:-target/release/smoothe}
@@ -70,7 +71,7 @@ try:
 except Exception:
     r = {}
 print(",".join(str(x) for x in [g, dev, batch, r.get("batch", ""), limit, steps, r.get("ms_per_step", ""),
-                               r.get("steps", ""), r.get("dag_cost", ""), valid, peak]))
+                               r.get("steps", ""), r.get("dag_cost", ""), valid, peak, r.get("host_bytes_per_step", "")]))
 EOF
   tail -1 "$csv"
 }
@@ -79,7 +80,7 @@ graph_file() {
   if [ -d "$B/x/data" ]; then echo "$B/x/data/$(echo "$1" | tr / _).json"; else echo "../shared/datasets/$1.json"; fi
 }
 
-HEADER=graph,device,batch_asked,batch,limit_s,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib
+HEADER=graph,device,batch_asked,batch,limit_s,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib,host_bytes_per_step
 
 # CUDA 13.0 for building, from pip's wheels, into target/cuda-toolchain
 # (about 700 MB): nvcc and its parts, the runtime and the libraries candle

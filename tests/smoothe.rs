@@ -176,3 +176,24 @@ fn quadratic_costs_change_the_optimum() {
     assert_ne!(code, 0);
     assert!(stderr.contains("zz") && !stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn a_run_reports_the_bytes_its_steps_copy_between_device_and_host() {
+    let text = random_graph_json(3, 40, false);
+    let g = graph(&text);
+    let p = preprocess(&g).unwrap();
+    for gumbel in [0.0, 0.5] {
+        let mut s = quick(1);
+        s.config.gumbel = gumbel;
+        let out = extract::run(&s, &g, &p).unwrap();
+        let bytes = out.details["host_bytes_per_step"].as_f64().expect("recorded");
+        if device().is_cpu() {
+            assert_eq!(bytes, 0.0, "gumbel {gumbel}");
+        } else {
+            // The sweep has no device kernel yet: at least the scores go
+            // to the host and the probabilities come back, each step.
+            let (nodes, batch) = (p.graph.num_nodes() as f64, s.config.batch as f64);
+            assert!(bytes >= 2.0 * nodes * batch * 4.0, "gumbel {gumbel}: {bytes}");
+        }
+    }
+}

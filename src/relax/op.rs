@@ -6,6 +6,7 @@ use super::{Forward, Relaxation};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Most batch columns one worker sweeps at a time. Wider chunks leave the
@@ -29,6 +30,7 @@ pub struct RelaxOp {
     relax: Arc<Relaxation>,
     chunks: usize,
     state: Mutex<Option<Vec<Forward>>>,
+    host_bytes: Option<Arc<AtomicU64>>,
 }
 
 impl RelaxOp {
@@ -36,7 +38,21 @@ impl RelaxOp {
     /// pieces (one per worker), or more where a piece would be wider than
     /// [`MAX_CHUNK_COLUMNS`].
     pub fn new(relax: Arc<Relaxation>, chunks: usize) -> Self {
-        RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None) }
+        RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None), host_bytes: None }
+    }
+
+    /// Adds to `counter` the bytes this op copies between a device and
+    /// the host (both ways, forward and backward): zero on the CPU. The
+    /// sweep has no device kernel yet, so on a GPU every step copies.
+    pub fn counting_host_bytes(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.host_bytes = Some(counter);
+        self
+    }
+
+    fn count(&self, tensors_elements: usize, dtype: DType) {
+        if let Some(c) = &self.host_bytes {
+            c.fetch_add((tensors_elements * dtype.size_in_bytes()) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Applies the op to `scores` (`[nodes, batch]`, f32 or f64; on a GPU
@@ -140,11 +156,15 @@ impl CustomOp1 for RelaxOp {
     ) -> Result<(candle_core::CudaStorage, Shape)> {
         use candle_core::backend::BackendDevice;
         let (out, shape) = self.cpu_fwd(&storage.to_cpu_storage()?, layout)?;
+        self.count(layout.shape().elem_count() + shape.elem_count(), storage.dtype());
         Ok((storage.device().storage_from_cpu_storage(&out)?, shape))
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
         let (nn, batch) = arg.dims2()?;
+        if !arg.device().is_cpu() {
+            self.count(grad_res.elem_count() + arg.elem_count(), arg.dtype());
+        }
         let guard = self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
         let forwards = guard.as_ref().ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
         let grad: Vec<f64> = match grad_res.dtype() {

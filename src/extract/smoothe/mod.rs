@@ -172,6 +172,8 @@ struct Run<'a> {
     step_seconds: f64,
     cycles_seen: usize,
     restarts: usize,
+    /// Bytes the steps copied between the device and the host.
+    host_bytes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl<'a> Run<'a> {
@@ -246,6 +248,7 @@ impl<'a> Run<'a> {
             step_seconds: 0.0,
             cycles_seen: 0,
             restarts: 0,
+            host_bytes: Default::default(),
         })
     }
 
@@ -263,13 +266,17 @@ impl<'a> Run<'a> {
                 .map(|_| self.rng.random_range(1e-6f64..1.0 - 1e-6))
                 .map(|u| (-(-u.ln()).ln()) as f32)
                 .collect();
+            if !dev.is_cpu() {
+                self.host_bytes.fetch_add((u.len() * 4) as u64, std::sync::atomic::Ordering::Relaxed);
+            }
             scores = (scores + (Tensor::from_vec(u, (nn, batch), dev)? * cfg.gumbel)?)?;
         }
         if cfg.temperature != 1.0 {
             scores = (scores / cfg.temperature)?;
         }
-        let out =
-            RelaxOp::new(self.relax.clone(), self.chunks).apply(&scores.to_device(&Device::Cpu)?)?.to_device(dev)?;
+        let out = RelaxOp::new(self.relax.clone(), self.chunks)
+            .counting_host_bytes(self.host_bytes.clone())
+            .apply(&scores)?;
         let probs = out.narrow(0, 0, nn)?;
         let penalty = out.narrow(0, nn, 1)?;
         let cost = self.model.expected(&probs)?;
@@ -364,6 +371,8 @@ impl<'a> Run<'a> {
         details.insert("steps".into(), json!(self.steps_done));
         details.insert("batch".into(), json!(self.batch));
         details.insert("ms_per_step".into(), json!(1000.0 * self.step_seconds / self.steps_done.max(1) as f64));
+        let host_bytes = self.host_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        details.insert("host_bytes_per_step".into(), json!(host_bytes as f64 / self.steps_done.max(1) as f64));
         details.insert("seconds_to_best".into(), json!(self.seconds_to_best));
         details.insert("restarts".into(), json!(self.restarts));
         details.insert("decodes_with_cycles".into(), json!(self.cycles_seen));
