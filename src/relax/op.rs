@@ -95,13 +95,23 @@ fn interleave<'a>(
     out
 }
 
+/// `values` widened to f64, in parallel once there are enough of them.
+fn widen(values: &[f32]) -> Vec<f64> {
+    values.par_iter().with_min_len(MIN_PARALLEL_VALUES).map(|&x| f64::from(x)).collect()
+}
+
+/// `values` narrowed to f32, in parallel once there are enough of them.
+fn narrow(values: Vec<f64>) -> Vec<f32> {
+    values.into_par_iter().with_min_len(MIN_PARALLEL_VALUES).map(|x| x as f32).collect()
+}
+
 fn to_f64(storage: &CpuStorage, layout: &Layout) -> Result<Vec<f64>> {
     let (start, end) = layout
         .contiguous_offsets()
         .ok_or_else(|| candle_core::Error::Msg("relaxation input must be contiguous".into()))?;
     Ok(match storage {
         CpuStorage::F64(v) => v[start..end].to_vec(),
-        CpuStorage::F32(v) => v[start..end].par_iter().with_min_len(MIN_PARALLEL_VALUES).map(|&x| x as f64).collect(),
+        CpuStorage::F32(v) => widen(&v[start..end]),
         _ => candle_core::bail!("relaxation input must be f32 or f64"),
     })
 }
@@ -109,9 +119,7 @@ fn to_f64(storage: &CpuStorage, layout: &Layout) -> Result<Vec<f64>> {
 fn from_f64(data: Vec<f64>, dtype: DType) -> Result<CpuStorage> {
     Ok(match dtype {
         DType::F64 => CpuStorage::F64(data),
-        DType::F32 => {
-            CpuStorage::F32(data.into_par_iter().with_min_len(MIN_PARALLEL_VALUES).map(|x| x as f32).collect())
-        }
+        DType::F32 => CpuStorage::F32(narrow(data)),
         other => candle_core::bail!("relaxation does not support {other:?}"),
     })
 }
@@ -168,13 +176,7 @@ impl CustomOp1 for RelaxOp {
         let guard = self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
         let forwards = guard.as_ref().ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
         let grad: Vec<f64> = match grad_res.dtype() {
-            DType::F32 => grad_res
-                .flatten_all()?
-                .to_vec1::<f32>()?
-                .into_par_iter()
-                .with_min_len(MIN_PARALLEL_VALUES)
-                .map(f64::from)
-                .collect(),
+            DType::F32 => widen(&grad_res.flatten_all()?.to_vec1::<f32>()?),
             _ => grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?,
         };
         let ranges = self.ranges(batch);
@@ -192,11 +194,7 @@ impl CustomOp1 for RelaxOp {
             &parts[chunk][row * width..(row + 1) * width]
         });
         let t = match arg.dtype() {
-            DType::F32 => Tensor::from_vec(
-                out.into_par_iter().with_min_len(MIN_PARALLEL_VALUES).map(|x| x as f32).collect::<Vec<f32>>(),
-                (nn, batch),
-                arg.device(),
-            )?,
+            DType::F32 => Tensor::from_vec(narrow(out), (nn, batch), arg.device())?,
             dtype => Tensor::from_vec(out, (nn, batch), arg.device())?.to_dtype(dtype)?,
         };
         Ok(Some(t))
