@@ -105,14 +105,15 @@ fn narrow(values: Vec<f64>) -> Vec<f32> {
     values.into_par_iter().with_min_len(MIN_PARALLEL_VALUES).map(|x| x as f32).collect()
 }
 
-fn to_f64(storage: &CpuStorage, layout: &Layout) -> Result<Vec<f64>> {
-    let (start, end) = layout
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("relaxation input must be contiguous".into()))?;
+/// The values of a contiguous f32 or f64 CPU tensor as f64; `what` names
+/// the input in errors (a custom op's input of another layout or dtype).
+pub(crate) fn cpu_f64(storage: &CpuStorage, layout: &Layout, what: &str) -> Result<Vec<f64>> {
+    let (start, end) =
+        layout.contiguous_offsets().ok_or_else(|| candle_core::Error::Msg(format!("{what} must be contiguous")))?;
     Ok(match storage {
         CpuStorage::F64(v) => v[start..end].to_vec(),
         CpuStorage::F32(v) => widen(&v[start..end]),
-        _ => candle_core::bail!("relaxation input must be f32 or f64"),
+        _ => candle_core::bail!("{what} must be f32 or f64"),
     })
 }
 
@@ -135,7 +136,7 @@ impl CustomOp1 for RelaxOp {
         if rows != nn {
             candle_core::bail!("relaxation expects [{nn}, batch] scores, got [{rows}, {batch}]");
         }
-        let scores = to_f64(storage, layout)?;
+        let scores = cpu_f64(storage, layout, "relaxation input")?;
         let ranges = self.ranges(batch);
         let forwards: Vec<Forward> = ranges
             .par_iter()

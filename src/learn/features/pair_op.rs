@@ -41,17 +41,6 @@ impl PairOp {
     }
 }
 
-fn cpu_values(storage: &candle_core::CpuStorage, layout: &candle_core::Layout) -> Result<Vec<f64>> {
-    let (start, end) = layout
-        .contiguous_offsets()
-        .ok_or_else(|| candle_core::Error::Msg("pair features need contiguous input".into()))?;
-    Ok(match storage {
-        candle_core::CpuStorage::F64(v) => v[start..end].to_vec(),
-        candle_core::CpuStorage::F32(v) => v[start..end].iter().map(|&x| x as f64).collect(),
-        _ => candle_core::bail!("pair features need f32 or f64 probabilities"),
-    })
-}
-
 impl candle_core::CustomOp1 for PairOp {
     fn name(&self) -> &'static str {
         "smoothe-pair-features"
@@ -67,7 +56,7 @@ impl candle_core::CustomOp1 for PairOp {
         if nn != e.class_of.len() {
             candle_core::bail!("pair features expect [{}, batch] probabilities, got [{nn}, {batch}]", e.class_of.len());
         }
-        let p = cpu_values(storage, layout)?;
+        let p = crate::relax::op::cpu_f64(storage, layout, "pair features' probabilities")?;
         let pc = self.class_prob(&p, batch);
         let mut out = vec![0.0; e.features * batch];
         for k in 0..e.parent.len() {
