@@ -29,6 +29,13 @@ pub trait CostModel: Send + Sync {
     fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
         self.costs_of(extractions)
     }
+    /// Added, when choosing, to the selection cost of the optimiser's own
+    /// result (not to the model-free extractions it is compared with): how
+    /// much cheaper than it really is the model may score an extraction
+    /// found by optimising against it, in cost units. Default: 0.
+    fn optimum_charge(&self) -> f64 {
+        0.0
+    }
 }
 
 /// The linear (DAG) cost: the sum of the chosen nodes' costs, each class

@@ -241,6 +241,55 @@ impl smoothe::cost::CostModel for PicksTheDearest {
     }
 }
 
+/// Descends the node costs; when choosing, scores the first candidate
+/// (the optimiser's result) 0 and every other 1, and charges the first
+/// `charge` on top.
+struct ChargesTheOptimum(smoothe::cost::LinearCost, f64);
+
+impl smoothe::cost::CostModel for ChargesTheOptimum {
+    fn name(&self) -> String {
+        "linear, charging the optimum".into()
+    }
+    fn expected(&self, node_prob: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+        self.0.expected(node_prob)
+    }
+    fn cost_of(&self, e: &smoothe::extraction::Extraction) -> f64 {
+        self.0.cost_of(e)
+    }
+    fn selection_costs(&self, es: &[smoothe::extraction::Extraction]) -> Vec<f64> {
+        (0..es.len()).map(|i| if i == 0 { 0.0 } else { 1.0 }).collect()
+    }
+    fn optimum_charge(&self) -> f64 {
+        self.1
+    }
+}
+
+#[test]
+fn a_charge_on_the_optimum_keeps_it_only_when_it_wins_by_more() {
+    for (seed, text) in [shared_subterm(), cheap_cycle_json(), sharing_pays_only_together()].iter().enumerate() {
+        let seed = seed as u64;
+        let g = graph(text);
+        let problem = preprocess(&g).unwrap();
+        let run = |charge: f64| {
+            let model = ChargesTheOptimum(smoothe::cost::LinearCost::new(&problem.graph, &device()).unwrap(), charge);
+            let m = extract::with_model("smoothe", &opts(seed), &model, 0).unwrap();
+            extract::run(m.as_ref(), &g, &problem).unwrap()
+        };
+        // The optimum leads every start by 1: a charge under that keeps it.
+        for charge in [0.0, 0.5] {
+            let kept = run(charge);
+            assert_eq!(kept.details["pick"], "smoothe", "graph {seed}, charge {charge}: {:?}", kept.details);
+            assert_eq!(kept.details["optimum_charge"], charge);
+            assert_eq!(kept.details["selection_costs"]["smoothe"], charge, "recorded with the charge");
+        }
+        // Over it, the first model-free candidate (ties go to the earlier).
+        let charged = run(1.5);
+        assert_eq!(charged.details["pick"], "greedy", "graph {seed}: {:?}", charged.details);
+        let greedy = extract::run(&extract::Greedy, &g, &problem).unwrap();
+        assert_eq!(charged.extraction, greedy.extraction, "graph {seed}: the pick is the greedy extraction itself");
+    }
+}
+
 #[test]
 fn smoothe_with_a_model_picks_its_result_by_the_models_selection_costs() {
     // Graphs where the optimum, greedy and dag-greedy differ in cost.

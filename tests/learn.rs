@@ -557,7 +557,12 @@ fn shipped_corpus_models_know_their_designs_and_extract_a_new_one() {
         } else {
             let (mean, std) =
                 (result["prediction"]["mean"].as_f64().unwrap(), result["prediction"]["std"].as_f64().unwrap());
-            let cost = costs[pick].as_f64().unwrap();
+            // The optimum also carries the calibrated transfer margin.
+            let margin = loaded.meta.transfer_margin.expect("the shipped corpus models are calibrated");
+            let charge = result["optimum_charge"].as_f64().unwrap();
+            let reference_cost = result["reference"]["cost"].as_f64().unwrap();
+            assert!((charge - margin * reference_cost).abs() <= 1e-9 * charge.max(1.0), "{model}: {charge}");
+            let cost = costs[pick].as_f64().unwrap() - if pick == "smoothe" { charge } else { 0.0 };
             assert!((cost - (mean + std)).abs() < 1e-6 * mean.abs(), "{model}: {costs:?} {mean} {std}");
             assert!(
                 result["model_cost"].as_f64().unwrap() >= cost - 1e-6 * cost.abs(),
@@ -1080,6 +1085,9 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     let frame = model.meta.relative.as_ref().expect("a corpus model is relative");
     assert_eq!(frame.references.len(), 2);
     assert_eq!(model.meta.egraphs.len(), 2);
+    // Calibrated by leaving each design out in turn.
+    let margin = model.meta.transfer_margin.expect("a corpus of two designs has a transfer margin");
+    assert!(margin.is_finite() && margin >= 0.0, "{margin}");
     // One best extraction per design, each valid for its design.
     let bests = parse_json(&std::fs::read_to_string(dir.join("lib.best.json")).unwrap());
     for (best, g) in bests.as_array().unwrap().iter().zip([&a, &b]) {
@@ -1097,6 +1105,10 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     assert!(stderr.contains("not trained on this design"), "{stderr}");
     let result = parse_json(&std::fs::read_to_string(&zero).unwrap());
     assert_eq!(result["reference"]["measured"], false, "{result}");
+    // The optimum is charged the margin, in the design's estimated units.
+    let charge = result["optimum_charge"].as_f64().unwrap();
+    let reference_cost = result["reference"]["cost"].as_f64().unwrap();
+    assert!((charge - margin * reference_cost).abs() <= 1e-9 * charge.abs().max(1.0), "{charge} {margin} {result}");
     let (code, _, stderr) = cli(&["check", &c, zero.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     // Adapting it to the new design with a few calls.
@@ -1127,7 +1139,9 @@ fn one_model_over_several_designs_transfers_and_adapts() {
         &c,
     ]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(parse_json(&std::fs::read_to_string(&zero).unwrap())["reference"]["measured"], true);
+    let tuned_result = parse_json(&std::fs::read_to_string(&zero).unwrap());
+    assert_eq!(tuned_result["reference"]["measured"], true);
+    assert_eq!(tuned_result["optimum_charge"], 0.0, "no margin on a design the model has labels of");
     // A design with an operator no training design has is refused, by name.
     let d = circuit(&dir, "d", 4, Some("xor"));
     let (code, _, stderr) = cli(&["extract", "--model", lib, "-q", &d]);
@@ -1140,6 +1154,7 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     args.push(&a);
     let (code, _, stderr) = cli(&args);
     assert_eq!(code, 0, "{stderr}");
+    assert_eq!(Ensemble::load(&single, &device()).unwrap().meta.transfer_margin, None, "nothing to leave out");
     let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "10", "--init-model"];
     args.extend([single.to_str().unwrap(), "--out", tuned.to_str().unwrap(), "--force", "-q", &c]);
     let (code, _, stderr) = cli(&args);

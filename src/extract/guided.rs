@@ -168,8 +168,10 @@ impl Extractor for SmoothEWith<'_> {
 }
 
 /// The cheapest of `candidates` (named, the first the optimiser's result)
-/// by [`CostModel::selection_costs`]; ties go to the earlier one. Records
-/// every candidate's selection cost in `details`; returns the pick and its
+/// by [`CostModel::selection_costs`], the optimiser's result charged
+/// [`CostModel::optimum_charge`] on top; ties go to the earlier one.
+/// Records every candidate's selection cost (charge included) and the
+/// charge in `details`; returns the pick and its
 /// model cost. Both costs are scored over the same batch of candidates: on
 /// a GPU a score can differ in its last bits with the batch it is part of
 /// (the matrix kernels change with the shape), and the two must agree
@@ -180,13 +182,18 @@ fn pick_by_selection_costs<const N: usize>(
     details: &mut Map<String, Value>,
 ) -> (&'static str, Extraction, f64) {
     let extractions: Vec<Extraction> = candidates.iter().map(|(_, e)| e.clone()).collect();
-    let costs = model.selection_costs(&extractions);
+    let mut costs = model.selection_costs(&extractions);
+    let charge = model.optimum_charge();
+    if let Some(optimum) = costs.first_mut() {
+        *optimum += charge;
+    }
     let model_costs = model.costs_of(&extractions);
     let mut by_name = Map::new();
     for ((name, _), c) in candidates.iter().zip(&costs) {
         by_name.insert((*name).into(), json!(c));
     }
     details.insert("selection_costs".into(), Value::Object(by_name));
+    details.insert("optimum_charge".into(), json!(charge));
     let best = (0..N).fold(0, |best, i| if costs[i] < costs[best] { i } else { best });
     let (name, e) = candidates.into_iter().nth(best).expect("index in range");
     (name, e, model_costs[best])

@@ -8,18 +8,19 @@
 //! operator pairs.
 
 use super::active::{train_cost, TrainCostConfig, TrainCostOutcome};
-use super::dataset::dataset;
-use super::features::{merge_vocabularies, vocabulary, FeatureLayout, Featurizer};
+use super::dataset::{dataset, Labelled};
+use super::features::{merge_vocabularies, vocabulary, FeatureKind, FeatureLayout, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::network::Ensemble;
-use super::reference::{Reference, RelativeData, RelativeFrame};
-use super::train::{fine_tune, train};
+use super::reference::{transfer_margin, Reference, RelativeData, RelativeFrame};
+use super::train::{fine_tune, train, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::SmoothE;
 use crate::preprocess::Reduced;
 use anyhow::{Context, Result};
-use candle_core::Device;
+use candle_core::{DType, Device, Tensor};
+use std::collections::HashSet;
 
 /// One design of a corpus.
 pub struct Design<'a> {
@@ -59,13 +60,12 @@ pub fn train_corpus(
         outcomes.push(outcome);
     }
     let kind = init.map_or(config.features, |m| m.meta.features.kind);
+    let vocabularies: Vec<Vec<String>> = designs.iter().map(|d| vocabulary(kind, d.problem, d.original)).collect();
     let names = match init {
         Some(m) => m.meta.features.names.clone(),
-        None => {
-            merge_vocabularies(&designs.iter().map(|d| vocabulary(kind, d.problem, d.original)).collect::<Vec<_>>())
-        }
+        None => merge_vocabularies(&vocabularies),
     };
-    let mut all_data = RelativeData::default();
+    let mut labelled = Vec::with_capacity(designs.len());
     let mut frame = RelativeFrame::default();
     let mut fingerprints = Vec::new();
     for (d, outcome) in designs.iter().zip(&outcomes) {
@@ -73,8 +73,7 @@ pub fn train_corpus(
         let reference_cost = outcome.rounds[0].dag_greedy_real_cost.with_context(|| {
             format!("{}: the oracle call on the dag-greedy extraction failed; the corpus model needs its cost", d.name)
         })?;
-        let featurizer = Featurizer::new(kind, d.problem, d.original, &names);
-        let reference = Reference::of(d.problem, &featurizer)?;
+        let reference = Reference::of(d.problem, &Featurizer::new(kind, d.problem, d.original, &names))?;
         let data = dataset(
             d.original,
             d.problem,
@@ -87,17 +86,21 @@ pub fn train_corpus(
             // test split here: a corpus model is judged on new designs).
             std::slice::from_ref(&reference.extraction),
         )?;
-        let d_data = reference.relative_data(&featurizer, &data, reference_cost).with_context(|| d.name.clone())?;
-        all_data.rows.extend(d_data.rows);
-        all_data.targets.extend(d_data.targets);
-        all_data.test.extend(d_data.test);
         frame.record(&fingerprint, reference_cost, reference.nodes);
         fingerprints.push(fingerprint);
+        labelled.push(LabelledDesign { design: d, data, reference_cost });
     }
-    let RelativeData { rows, targets, test } = all_data;
+    let per_design = labelled.iter().map(|l| l.relative(kind, &names)).collect::<Result<Vec<RelativeData>>>()?;
+    let RelativeData { rows, targets, test } = concatenated(per_design.iter());
     let mut model = match init {
         Some(m) => fine_tune(m, &rows, &targets, &test, &config.train, smoothe.seed, device)?,
-        None => train(&rows, &targets, &test, FeatureLayout { kind, names }, &config.train, smoothe.seed, device)?,
+        None => {
+            let layout = FeatureLayout { kind, names };
+            let mut model = train(&rows, &targets, &test, layout, &config.train, smoothe.seed, device)?;
+            model.meta.transfer_margin =
+                calibrate_transfer(&labelled, &vocabularies, kind, &config.train, smoothe.seed, device)?;
+            model
+        }
     };
     let mut all = init.map_or_else(RelativeFrame::default, |m| m.meta.relative.clone().unwrap_or_default());
     for r in frame.references {
@@ -111,4 +114,84 @@ pub fn train_corpus(
     }
     model.meta.oracle = designs.first().map(|d| d.labeler.oracle.identity()).unwrap_or_default();
     Ok(CorpusOutcome { model, designs: outcomes })
+}
+
+/// A corpus design with its labelled extractions and the real cost of its
+/// reference.
+struct LabelledDesign<'d, 'a> {
+    design: &'d Design<'a>,
+    data: Vec<Labelled>,
+    reference_cost: f64,
+}
+
+impl LabelledDesign<'_, '_> {
+    /// Its labels as relative rows and targets in the layout `names`.
+    fn relative(&self, kind: FeatureKind, names: &[String]) -> Result<RelativeData> {
+        let d = self.design;
+        let featurizer = Featurizer::new(kind, d.problem, d.original, names);
+        let reference = Reference::of(d.problem, &featurizer)?;
+        reference.relative_data(&featurizer, &self.data, self.reference_cost).with_context(|| d.name.clone())
+    }
+}
+
+/// The designs' relative data, one after another.
+fn concatenated<'a>(designs: impl Iterator<Item = &'a RelativeData>) -> RelativeData {
+    let mut all = RelativeData::default();
+    for d in designs {
+        all.rows.extend_from_slice(&d.rows);
+        all.targets.extend_from_slice(&d.targets);
+        all.test.extend_from_slice(&d.test);
+    }
+    all
+}
+
+/// The corpus model's [`transfer_margin`], measured by leaving each design
+/// out in turn as if it were new: a model fitted as the corpus model is, on
+/// the other designs only and in their operator layout (so the left-out
+/// design's unseen operator pairs count as `pair:<unseen>`, as on a new
+/// design), predicts every labelled extraction of the one left out. A
+/// design with an operator the others lack is skipped: a model would
+/// refuse it. `None` when no design could be left out (a corpus of one).
+fn calibrate_transfer(
+    labelled: &[LabelledDesign],
+    vocabularies: &[Vec<String>],
+    kind: FeatureKind,
+    config: &TrainConfig,
+    seed: u64,
+    device: &Device,
+) -> Result<Option<f64>> {
+    let mut held_out = Vec::with_capacity(labelled.len());
+    for (left_out, design) in labelled.iter().enumerate() {
+        let others: Vec<usize> = (0..labelled.len()).filter(|&i| i != left_out).collect();
+        if others.is_empty() || design.data.len() < 2 {
+            continue;
+        }
+        let names = merge_vocabularies(&others.iter().map(|&i| vocabularies[i].clone()).collect::<Vec<_>>());
+        let known: HashSet<&str> = names.iter().map(String::as_str).collect();
+        if let Some(op) = vocabularies[left_out].iter().find(|n| n.starts_with("count:") && !known.contains(n.as_str()))
+        {
+            log::info!(
+                "transfer margin: {} left out of it, as it has {op}, which no other design has",
+                design.design.name
+            );
+            continue;
+        }
+        let train_data = others.iter().map(|&i| labelled[i].relative(kind, &names)).collect::<Result<Vec<_>>>()?;
+        let train_data = concatenated(train_data.iter());
+        let layout = FeatureLayout { kind, names: names.clone() };
+        let model = match train(&train_data.rows, &train_data.targets, &train_data.test, layout, config, seed, device) {
+            Ok(model) => model,
+            Err(e) => {
+                log::warn!("transfer margin: {} not left out: {e:#}", design.design.name);
+                continue;
+            }
+        };
+        let own = design.relative(kind, &names)?;
+        let x: Vec<f32> = own.rows.iter().flatten().map(|&v| v as f32).collect();
+        let predicted = model.predict(&Tensor::from_vec(x, (own.rows.len(), names.len()), device)?)?;
+        held_out.push((predicted.mean.to_dtype(DType::F64)?.to_vec1::<f64>()?, own.targets));
+    }
+    let margin = transfer_margin(&held_out);
+    log::info!("transfer margin from {} of {} designs left out in turn: {margin:?}", held_out.len(), labelled.len());
+    Ok(margin)
 }

@@ -68,6 +68,14 @@ pub struct ModelMeta {
     /// RMS distance of standardised features; 0: the model has none.
     #[serde(default)]
     pub residual_length: f64,
+    /// For a relative model over two or more designs: how far its
+    /// predicted cost differences may be off on a design it never saw, as
+    /// a share of that design's reference cost (see
+    /// [`super::reference::transfer_margin`]). Choosing on a new design
+    /// charges it to the optimiser's own result against the model-free
+    /// extractions. `None`: not calibrated (one design, or an older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_margin: Option<f64>,
     /// Fit quality at training time.
     pub report: TrainReport,
     /// Hash of the tensor data, written by [`Ensemble::save`] and required

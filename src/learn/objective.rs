@@ -300,4 +300,17 @@ impl CostModel for LearnedCost {
         self.totals(extractions, |p| p.mean + self.conservatism.kappa * p.std)
             .unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
     }
+    /// On a new design, the model's calibrated transfer margin (how far
+    /// its predicted differences were off on training designs left out in
+    /// turn, see [`super::reference::transfer_margin`]) in this design's
+    /// estimated cost units: the optimum must be predicted cheaper than a
+    /// model-free extraction by more than that to replace it. Without a
+    /// calibration (a corpus of one design, an older model file), or on a
+    /// design the model was trained on, 0.
+    fn optimum_charge(&self) -> f64 {
+        match (self.reference, self.model.meta.transfer_margin) {
+            (Some(r), Some(margin)) if !r.measured => margin * r.cost,
+            _ => 0.0,
+        }
+    }
 }

@@ -20,6 +20,14 @@
 //! new design it is estimated from the training designs' cost per node,
 //! which shifts and scales the predictions but not their order, so it does
 //! not change which extraction SmoothE finds.
+//!
+//! How far a relative model's predicted *differences* can be trusted on a
+//! new design is measured when it is trained: each training design is left
+//! out in turn, a model fitted on the others predicts its labelled
+//! extractions, and [`transfer_margin`] summarises how much the predicted
+//! differences understated the real ones. On a new design the optimiser's
+//! own result, chosen because the model scores it low, must then beat the
+//! model-free extractions by that margin to be picked.
 
 use super::dataset::Labelled;
 use super::features::Featurizer;
@@ -83,6 +91,62 @@ impl RelativeFrame {
         let var = per_node.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / per_node.len() as f64;
         Ok(ReferenceEstimate { cost: mean * nodes, measured: false, spread: var.sqrt() / mean })
     }
+}
+
+/// Share of a held-out design's pairs of labelled extractions whose cost
+/// difference [`transfer_margin`] covers.
+pub const TRANSFER_QUANTILE: f64 = 0.9;
+
+/// How far a relative model understates real cost differences on designs
+/// it never saw. `held_out` holds, per design, the relative targets
+/// predicted by a model fitted without that design and the real ones. For
+/// every ordered pair `(x, y)` of the design's labelled extractions, the
+/// understatement is `(real[x] - real[y]) - (predicted[x] - predicted[y])`:
+/// how much dearer `x` really is against `y` than predicted, as a share of
+/// the design's reference cost. Returns the [`TRANSFER_QUANTILE`] quantile
+/// of the understatements, each design weighing the same whatever its
+/// number of labels, and never below 0; `None` when no design has two
+/// labels.
+///
+/// ```
+/// use smoothe::learn::reference::transfer_margin;
+/// // A model that predicts every difference exactly needs no margin.
+/// let exact = vec![(vec![0.0, 0.1, -0.2], vec![0.0, 0.1, -0.2])];
+/// assert_eq!(transfer_margin(&exact), Some(0.0));
+/// // One whose predicted differences are off by 0.05 gets that margin.
+/// let off = vec![(vec![0.0, 0.0], vec![0.0, 0.05])];
+/// assert!((transfer_margin(&off).unwrap() - 0.05).abs() < 1e-12);
+/// ```
+pub fn transfer_margin(held_out: &[(Vec<f64>, Vec<f64>)]) -> Option<f64> {
+    let mut weighted: Vec<(f64, f64)> = Vec::new();
+    for (predicted, real) in held_out {
+        let n = predicted.len().min(real.len());
+        if n < 2 {
+            continue;
+        }
+        let weight = 1.0 / (n * (n - 1)) as f64;
+        for x in 0..n {
+            for y in (0..n).filter(|&y| y != x) {
+                let understatement = (real[x] - real[y]) - (predicted[x] - predicted[y]);
+                if understatement.is_finite() {
+                    weighted.push((understatement, weight));
+                }
+            }
+        }
+    }
+    if weighted.is_empty() {
+        return None;
+    }
+    weighted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = weighted.iter().map(|(_, w)| w).sum();
+    let mut below = 0.0;
+    for &(u, w) in &weighted {
+        below += w;
+        if below >= TRANSFER_QUANTILE * total {
+            return Some(u.max(0.0));
+        }
+    }
+    weighted.last().map(|(u, _)| u.max(0.0))
 }
 
 /// A design's labels in relative terms, ready for [`super::train::train`].

@@ -155,6 +155,7 @@ pub fn train(
         oracle: String::new(),
         relative: None,
         residual_length: 0.0,
+        transfer_margin: None,
         report: TrainReport::default(),
         checksum: String::new(),
     };

@@ -82,6 +82,12 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
             eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
         }
+        if let Some(charge) = result.json["optimum_charge"].as_f64().filter(|&c| c > 0.0) {
+            eprintln!(
+                "on a design it was not trained on, the model's own optimum must beat the model-free \
+                 extractions by its transfer margin, {charge:.4} here"
+            );
+        }
         note_estimated_reference(result.reference);
         if p.features_outside > 0 {
             eprintln!(
