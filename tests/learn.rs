@@ -693,14 +693,25 @@ fn damaged_model_files_are_refused_with_one_line() {
     let mut cases: Vec<(&str, Vec<u8>)> = vec![("truncated", good[..good.len() / 2].to_vec())];
     // A shape that does not chain: drop one member's last layer bias.
     let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &dev).unwrap();
-    let mut meta = model.meta.clone();
-    meta.hidden = vec![meta.hidden[0], meta.hidden[1] + 1];
     let (_, header) = safetensors::SafeTensors::read_metadata(&good).unwrap();
+    // Loading takes the checksum out of the record; edits keep the stored
+    // one, so they are refused for what they change, not for lacking it.
+    let stored: serde_json::Value = serde_json::from_str(&header.metadata().as_ref().unwrap()["smoothe"]).unwrap();
+    let mut meta = model.meta.clone();
+    meta.checksum = stored["checksum"].as_str().unwrap().to_string();
+    meta.hidden = vec![meta.hidden[0], meta.hidden[1] + 1];
     let tensors = safetensors::SafeTensors::deserialize(&good).unwrap();
     let mut new_meta = header.metadata().clone().unwrap();
     new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors.tensors();
-    cases.push(("shape", safetensors::serialize(views, Some(new_meta)).unwrap()));
+    cases.push(("shape", safetensors::serialize(views.clone(), Some(new_meta)).unwrap()));
+    // A transfer margin that is no share of a cost.
+    let mut meta = model.meta.clone();
+    meta.checksum = stored["checksum"].as_str().unwrap().to_string();
+    meta.transfer_margin = Some(-0.5);
+    let mut new_meta = header.metadata().clone().unwrap();
+    new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
+    cases.push(("margin", safetensors::serialize(views, Some(new_meta)).unwrap()));
     // Bits flipped inside the weights: still parses, values may go wrong;
     // a NaN must be caught.
     // One bit flipped in the middle of the weights: caught by the checksum.
@@ -719,6 +730,12 @@ fn damaged_model_files_are_refused_with_one_line() {
         assert_eq!(code, 2, "{name}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
         assert!(stderr.contains(path.to_str().unwrap()) && !stderr.contains("panicked"), "{name}: {stderr}");
+        let reason = match name {
+            "shape" => "layer",
+            "margin" => "transfer margin",
+            _ => "",
+        };
+        assert!(stderr.contains(reason), "{name}: refused for another reason: {stderr}");
     }
 }
 

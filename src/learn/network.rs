@@ -192,6 +192,9 @@ impl Ensemble {
                 bail!("a relative model needs positive, finite reference costs for its training designs");
             }
         }
+        if m.transfer_margin.is_some_and(|t| !(t.is_finite() && t >= 0.0)) {
+            bail!("transfer margin {:?} is not a finite share of at least 0", m.transfer_margin);
+        }
         for (what, len) in [
             ("input_mean", m.input_mean.len()),
             ("input_scale", m.input_scale.len()),
