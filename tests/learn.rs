@@ -1164,6 +1164,17 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     let (code, _, stderr) = cli(&["extract", "--model", lib, "-q", &d]);
     assert_eq!(code, 2);
     assert!(stderr.contains("never seen the operator(s) xor"), "{stderr}");
+    // In a corpus with it, the margin cannot leave it out (a model without
+    // xor would refuse it), says so, and comes from the other design.
+    let with_xor = dir.join("with-xor.safetensors");
+    let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "20", "--out", with_xor.to_str().unwrap()];
+    args.extend(short);
+    args.extend([a.as_str(), d.as_str()]);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("does not cover") && stderr.contains("operator xor"), "{stderr}");
+    let margin = Ensemble::load(&with_xor, &device()).unwrap().meta.transfer_margin;
+    assert!(margin.is_some_and(|m| m.is_finite() && m >= 0.0), "{margin:?}");
     // A one-design model is in absolute units: it cannot adapt to another.
     let single = dir.join("single.safetensors");
     let mut args = vec!["train-cost", "--oracle", &oracle, "--budget", "16", "--out", single.to_str().unwrap()];

@@ -150,8 +150,9 @@ fn concatenated<'a>(designs: impl Iterator<Item = &'a RelativeData>) -> Relative
 /// the other designs only and in their operator layout (so the left-out
 /// design's unseen operator pairs count as `pair:<unseen>`, as on a new
 /// design), predicts every labelled extraction of the one left out. A
-/// design with an operator the others lack is skipped: a model would
-/// refuse it. `None` when no design could be left out (a corpus of one).
+/// design with an operator the others lack is skipped, with a warning: a
+/// model without it would refuse it. `None` when no design could be left
+/// out (a corpus of one).
 fn calibrate_transfer(
     labelled: &[LabelledDesign],
     vocabularies: &[Vec<String>],
@@ -170,9 +171,11 @@ fn calibrate_transfer(
         let known: HashSet<&str> = names.iter().map(String::as_str).collect();
         if let Some(op) = vocabularies[left_out].iter().find(|n| n.starts_with("count:") && !known.contains(n.as_str()))
         {
-            log::info!(
-                "transfer margin: {} left out of it, as it has {op}, which no other design has",
-                design.design.name
+            log::warn!(
+                "the transfer margin does not cover {}: it has the operator {}, which no other design has, \
+                 so a model without it would refuse it",
+                design.design.name,
+                op.trim_start_matches("count:")
             );
             continue;
         }
@@ -182,7 +185,10 @@ fn calibrate_transfer(
         let model = match train(&train_data.rows, &train_data.targets, &train_data.test, layout, config, seed, device) {
             Ok(model) => model,
             Err(e) => {
-                log::warn!("transfer margin: {} not left out: {e:#}", design.design.name);
+                log::warn!(
+                    "the transfer margin does not cover {}: the others alone cannot be fitted: {e:#}",
+                    design.design.name
+                );
                 continue;
             }
         };
