@@ -66,6 +66,7 @@ pub fn train_corpus(
         None => merge_vocabularies(&vocabularies),
     };
     let mut labelled = Vec::with_capacity(designs.len());
+    let mut per_design = Vec::with_capacity(designs.len());
     let mut frame = RelativeFrame::default();
     let mut fingerprints = Vec::new();
     for (d, outcome) in designs.iter().zip(&outcomes) {
@@ -73,7 +74,8 @@ pub fn train_corpus(
         let reference_cost = outcome.rounds[0].dag_greedy_real_cost.with_context(|| {
             format!("{}: the oracle call on the dag-greedy extraction failed; the corpus model needs its cost", d.name)
         })?;
-        let reference = Reference::of(d.problem, &Featurizer::new(kind, d.problem, d.original, &names))?;
+        let featurizer = Featurizer::new(kind, d.problem, d.original, &names);
+        let reference = Reference::of(d.problem, &featurizer)?;
         let data = dataset(
             d.original,
             d.problem,
@@ -86,11 +88,11 @@ pub fn train_corpus(
             // test split here: a corpus model is judged on new designs).
             std::slice::from_ref(&reference.extraction),
         )?;
+        per_design.push(reference.relative_data(&featurizer, &data, reference_cost).with_context(|| d.name.clone())?);
         frame.record(&fingerprint, reference_cost, reference.nodes);
         fingerprints.push(fingerprint);
         labelled.push(LabelledDesign { design: d, data, reference_cost });
     }
-    let per_design = labelled.iter().map(|l| l.relative(kind, &names)).collect::<Result<Vec<RelativeData>>>()?;
     let RelativeData { rows, targets, test } = concatenated(per_design.iter());
     let mut model = match init {
         Some(m) => fine_tune(m, &rows, &targets, &test, &config.train, smoothe.seed, device)?,
@@ -125,7 +127,9 @@ struct LabelledDesign<'d, 'a> {
 }
 
 impl LabelledDesign<'_, '_> {
-    /// Its labels as relative rows and targets in the layout `names`.
+    /// Its labels as relative rows and targets in the layout `names` (the
+    /// transfer calibration's layouts; the corpus layout's are made as the
+    /// labels are read).
     fn relative(&self, kind: FeatureKind, names: &[String]) -> Result<RelativeData> {
         let d = self.design;
         let featurizer = Featurizer::new(kind, d.problem, d.original, names);
