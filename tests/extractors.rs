@@ -222,45 +222,30 @@ fn guided_search_reaches_a_distant_target_by_the_model_alone() {
     assert!(improved >= 5, "the search halved the distance on only {improved} of 10 graphs");
 }
 
-/// Descends the node costs, but chooses among finished candidates by the
-/// negated node costs: the dearest candidate wins the final pick.
-struct PicksTheDearest(smoothe::cost::LinearCost);
-
-impl smoothe::cost::CostModel for PicksTheDearest {
-    fn name(&self) -> String {
-        "linear, picking the dearest".into()
-    }
-    fn expected(&self, node_prob: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
-        self.0.expected(node_prob)
-    }
-    fn cost_of(&self, e: &smoothe::extraction::Extraction) -> f64 {
-        self.0.cost_of(e)
-    }
-    fn selection_costs(&self, es: &[smoothe::extraction::Extraction]) -> Vec<f64> {
-        es.iter().map(|e| -self.0.cost_of(e)).collect()
-    }
+/// Descends the node costs, but chooses among finished candidates by
+/// `selection` (given the node costs and the candidates, the optimiser's
+/// result first), charging the optimiser's result `charge` on top.
+struct ChoosesOtherwise {
+    linear: smoothe::cost::LinearCost,
+    selection: fn(&smoothe::cost::LinearCost, &[smoothe::extraction::Extraction]) -> Vec<f64>,
+    charge: f64,
 }
 
-/// Descends the node costs; when choosing, scores the first candidate
-/// (the optimiser's result) 0 and every other 1, and charges the first
-/// `charge` on top.
-struct ChargesTheOptimum(smoothe::cost::LinearCost, f64);
-
-impl smoothe::cost::CostModel for ChargesTheOptimum {
+impl smoothe::cost::CostModel for ChoosesOtherwise {
     fn name(&self) -> String {
-        "linear, charging the optimum".into()
+        "linear, choosing otherwise".into()
     }
     fn expected(&self, node_prob: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
-        self.0.expected(node_prob)
+        self.linear.expected(node_prob)
     }
     fn cost_of(&self, e: &smoothe::extraction::Extraction) -> f64 {
-        self.0.cost_of(e)
+        self.linear.cost_of(e)
     }
     fn selection_costs(&self, es: &[smoothe::extraction::Extraction]) -> Vec<f64> {
-        (0..es.len()).map(|i| if i == 0 { 0.0 } else { 1.0 }).collect()
+        (self.selection)(&self.linear, es)
     }
     fn optimum_charge(&self) -> f64 {
-        self.1
+        self.charge
     }
 }
 
@@ -271,7 +256,12 @@ fn a_charge_on_the_optimum_keeps_it_only_when_it_wins_by_more() {
         let g = graph(text);
         let problem = preprocess(&g).unwrap();
         let run = |charge: f64| {
-            let model = ChargesTheOptimum(smoothe::cost::LinearCost::new(&problem.graph, &device()).unwrap(), charge);
+            // The optimiser's result scores 0, every other candidate 1.
+            let model = ChoosesOtherwise {
+                linear: smoothe::cost::LinearCost::new(&problem.graph, &device()).unwrap(),
+                selection: |_, es| (0..es.len()).map(|i| if i == 0 { 0.0 } else { 1.0 }).collect(),
+                charge,
+            };
             let m = extract::with_model("smoothe", &opts(seed), &model, 0).unwrap();
             extract::run(m.as_ref(), &g, &problem).unwrap()
         };
@@ -308,7 +298,12 @@ fn smoothe_with_a_model_picks_its_result_by_the_models_selection_costs() {
         assert_eq!(kept.details["pick"], "smoothe", "graph {seed}: {:?}", kept.details);
         assert!(kept.dag_cost <= greedy.min(dag_greedy) + 1e-9, "graph {seed}");
         // Selection by other costs: the cheapest candidate by them.
-        let flipped = PicksTheDearest(linear());
+        // By the negated node costs: the dearest candidate wins.
+        let flipped = ChoosesOtherwise {
+            linear: linear(),
+            selection: |linear, es| es.iter().map(|e| -smoothe::cost::CostModel::cost_of(linear, e)).collect(),
+            charge: 0.0,
+        };
         let m = extract::with_model("smoothe", &opts(seed), &flipped, 0).unwrap();
         let picked = extract::run(m.as_ref(), &g, &problem).unwrap();
         let costs = picked.details["selection_costs"].as_object().unwrap();
