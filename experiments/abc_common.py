@@ -18,6 +18,9 @@ os.environ.setdefault("SMOOTHE", str(BIN))
 # experiments/oracles/abc_area_lib2.sh (a cell library held out from
 # development); its label logs and outputs should then be kept apart (NAME=).
 ORACLE = Path(os.environ.get("ORACLE", ROOT / "examples" / "oracles" / "abc_area.sh")).resolve()
+# What that oracle measures, as the reports name it (METRIC=delay with
+# experiments/oracles/abc_delay.sh).
+METRIC = os.environ.get("METRIC", "area")
 
 
 def oracle_label():

@@ -34,7 +34,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
+from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -240,9 +240,9 @@ def report():
              "- **anneal**: `smoothe search`, simulated annealing with an oracle call per step;",
              "- **screened** (model-based, not a baseline): `smoothe search --screen 32`, the same annealing with a"
              " model, refitted every 30 labels, choosing each step's proposal among 32 moves.", "",
-             "## Best real area at equal calls", "",
+             f"## Best real {METRIC} at equal calls", "",
              "| circuit | better greedy | linear SmoothE | loop | sampler | random | anneal | screened |"
-             " loop vs best model-free % | calls for the loop to reach the best model-free 300-call area |"
+             f" loop vs best model-free % | calls for the loop to reach the best model-free 300-call {METRIC} |"
              " loop at 150 calls | screened vs anneal % |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     gains, ratios, never_worse, screening = [], [], True, []
@@ -271,7 +271,7 @@ def report():
                      f" {m['screened']:.1f} | {gain:.2f} | {r_mean:.0f} | {mean([r['loop_at_half'] for r in rs]):.1f} |"
                      f" {screened:.2f} |")
     lines += ["", f"- The loop is no worse than every model-free method on every circuit: **{never_worse}**.",
-              f"- Mean area below the best model-free method: **{mean(gains):.2f}%** (target: at least 1%).",
+              f"- Mean {METRIC} below the best model-free method: **{mean(gains):.2f}%** (target: at least 1%).",
               f"- Mean share of the budget the loop needs to reach the best model-free 300-call result:"
               f" **{mean(ratios):.2f}** (target: at most 0.5; inf when it never does).",
               f"- A model screening annealing's moves (screened against anneal): lower on"
@@ -299,10 +299,10 @@ def report():
     scored = [r for r in rows if r.get("best_label_score") is not None and r.get("frozen_score") is not None]
     stops_short = [r for r in scored if r["best_label_score"] < r["frozen_score"]]
     lines += ["", f"- Frozen model never worse than linear SmoothE (every circuit and seed): **{f_lin_ok}**.",
-              f"- Mean area below the better greedy: **{mean(f_gain):.2f}%** (target: at least 5%).",
+              f"- Mean {METRIC} below the better greedy: **{mean(f_gain):.2f}%** (target: at least 5%).",
               f"- Worst mean prediction error: **{max(f_err):.2f}%** (target: within 5%).",
               f"- Lowest test-split Spearman of a final model: **{min(rho):.3f}** (target: at least 0.8).",
-              f"- The loop's best labelled extraction (the least real area in its {BUDGET} calls) averages"
+              f"- The loop's best labelled extraction (the least real {METRIC} in its {BUDGET} calls) averages"
               f" **{mean(ceiling):.2f}%** below the better greedy"
               + (": the 5% target asks the frozen model, on average, for an extraction better than any the oracle"
                  " measured." if mean(ceiling) < 5 else ", what a frozen model could return if it found those rows."),
@@ -310,7 +310,7 @@ def report():
               f" **{len(stops_short)} of {len(scored)}** runs. There the optimiser, not the model, stops short:"
               f" the model holds its training rows as features, not extractions, and its search from greedy,"
               f" dag-greedy and linear SmoothE does not find an extraction with a cheaper row's features.", "",
-              f"Best real area against oracle calls, relative to the better greedy: `{NAME}.svg`."]
+              f"Best real {METRIC} against oracle calls, relative to the better greedy: `{NAME}.svg`."]
     lines += picks_report(rows, circuits)
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     svg(rows, curves, circuits, HERE / f"{NAME}.svg")
@@ -326,9 +326,9 @@ def picks_report(rows, circuits):
              "Each round of the loop labels, besides the model's own picks, a few extractions drawn at random from"
              " the same screened pool (`explore`), and `rounds.json` records the model's prediction for every label"
              " before it is made. So each round carries its own control. `acquisition vs random %`: how far the mean"
-             " real area of the pool's acquisition picks lies below that of its random picks (mean over rounds and"
-             " seeds; positive: the model's choice is better). `Spearman`: prediction against real area over the"
-             " round's pool picks. Then, per source, the share of labels that beat the best area found before"
+             f" real {METRIC} of the pool's acquisition picks lies below that of its random picks (mean over rounds and"
+             f" seeds; positive: the model's choice is better). `Spearman`: prediction against real {METRIC} over the"
+             f" round's pool picks. Then, per source, the share of labels that beat the best {METRIC} found before"
              " their round.", "",
              "| circuit | acquisition vs random % | Spearman in the round | " + " | ".join(sources) + " |",
              "|---|---|---|" + "---|" * len(sources)]
@@ -350,17 +350,17 @@ def picks_report(rows, circuits):
         cells = [f"{100 * k / n:.1f}% of {n}" if n else "-" for n, k in (tally[s] for s in sources)]
         lines.append(f"| {c} | {gains[-1]:.2f} | {rhos[-1]:.3f} | " + " | ".join(cells) + " |")
     rate = {s: (100 * k / n if n else float("nan")) for s, (n, k) in totals.items()}
-    lines += ["", f"- Acquisition picks against random picks from the same pool: mean real area **{mean(gains):.2f}%**"
+    lines += ["", f"- Acquisition picks against random picks from the same pool: mean real {METRIC} **{mean(gains):.2f}%**"
               f" lower, better on **{sum(g > 0 for g in gains)} of {len(gains)}** circuits.",
-              f"- Mean Spearman of the model's prediction against the real area within a round's pool picks:"
+              f"- Mean Spearman of the model's prediction against the real {METRIC} within a round's pool picks:"
               f" **{mean(rhos):.3f}**.",
-              "- Labels that beat the best area before their round: " +
+              f"- Labels that beat the best {METRIC} before their round: " +
               ", ".join(f"{s} {rate[s]:.1f}%" for s in sources) + "."]
     return lines
 
 
 def svg(rows, curves, circuits, path):
-    """Mean over seeds of best area / better greedy area against calls, one panel per circuit."""
+    """Mean over seeds of best cost / better greedy cost against calls, one panel per circuit."""
     colours = {"loop": "#d62728", "sampler": "#1f77b4", "random": "#2ca02c", "anneal": "#9467bd",
                "screened": "#ff7f0e"}
     cols, pw, ph, pad = 4, 260, 200, 40

@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
+from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
 
 BUDGET = int(os.environ.get("BUDGET", "100"))
 FT = int(os.environ.get("FT", "30"))
@@ -245,7 +245,7 @@ def report():
     lines = ["# One model per cell library: transfer to designs it was not trained on", "",
              f"Made by `experiments/transfer.sh`: oracle {oracle_label()}, seed "
              f"{int(rows[0]['seed'])}, {int(rows[0]['budget'])} oracle calls per training design; extractions "
-             f"step-bounded ({STEPS} SmoothE steps). Positive % = better (smaller area).", "",
+             f"step-bounded ({STEPS} SmoothE steps). Positive % = better (smaller {METRIC}).", "",
              f"Training the corpus model over {int(rows[0]['corpus_designs'])} esyn circuits at `--budget "
              f"{int(rows[0]['budget'])}` took **{seconds / 60:.1f} min** on this 2-core machine, oracle calls "
              "included (target: under 15 min).", "",
@@ -276,12 +276,12 @@ def report():
     mean_lin = sum(vs_lin) / len(vs_lin) if vs_lin else float("nan")
     held = [r["held_out_spearman"] for r in rows if r.get("held_out_spearman") is not None]
     lines += ["", f"- Never worse than the better of greedy and dag-greedy (where the model applies): **{never_worse}**.",
-              f"- Mean area below linear SmoothE: **{mean_lin:.2f}%** (target: at least 2%).",
+              f"- Mean {METRIC} below linear SmoothE: **{mean_lin:.2f}%** (target: at least 2%).",
               f"- Held-out Spearman: {min(held):.3f} to {max(held):.3f}, mean {sum(held) / len(held):.3f}." if held
               else "- Held-out Spearman: not measured.", "",
               f"## Fine-tuning with {int(rows[0]['fine_tune_budget'])} calls against a model from scratch", "",
               "Each trained with its own label log on the circuit left out; `frozen` is `extract --model` with that "
-              "model (zero further calls), `best label` the least area the run measured.", "",
+              f"model (zero further calls), `best label` the least {METRIC} the run measured.", "",
               "| circuit | scratch frozen | fine-tuned frozen | frozen gain % | scratch best label |"
               " fine-tuned best label | best-label gain % |",
               "|---|---|---|---|---|---|---|"]
@@ -295,7 +295,7 @@ def report():
                      f" {fmt(pct(r.get('fine_tuned_best_label'), r.get('scratch_best_label')), 2)} |")
     lines += ["", f"- Fine-tuned frozen model better than the from-scratch one: **{sum(wins)} of {len(wins)}** "
               "circuits where both exist (target: every circuit).", "",
-              f"Zero-call area relative to the better greedy, per circuit: `{NAME}.svg`."]
+              f"Zero-call {METRIC} relative to the better greedy, per circuit: `{NAME}.svg`."]
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     svg(rows)
 
@@ -314,7 +314,7 @@ def svg(rows):
     bw = (w - 2 * pad) / len(rows) / (len(series) + 1)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
            f'<line x1="{pad}" x2="{w - pad}" y1="{y(0)}" y2="{y(0)}" stroke="black"/>',
-           f'<text x="{pad}" y="{pad - 20}">% area below the better of greedy and dag-greedy (higher is better)</text>']
+           f'<text x="{pad}" y="{pad - 20}">% {METRIC} below the better of greedy and dag-greedy (higher is better)</text>']
     for i, (r, vs) in enumerate(zip(rows, vals)):
         x0 = pad + i * (len(series) + 1) * bw
         for j, (v, (k, colour)) in enumerate(zip(vs, series)):
