@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use smoothe::learn::labels::{Label, LabelLog};
+use smoothe::learn::measured::{MeasuredDesign, MeasuredRow};
 use smoothe::learn::metrics::spearman;
 use smoothe::learn::network::Ensemble;
 use smoothe::learn::oracle::{parse_cost, Oracle, Verdict};
@@ -388,6 +389,34 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
     let p = &result["prediction"];
     assert!(p["mean"].as_f64().unwrap().is_finite() && p["std"].as_f64().unwrap() >= 0.0, "{p}");
     assert!(stderr.contains("model predicts"), "{stderr}");
+    // The model keeps what the oracle measured, one entry per labelled
+    // extraction, by feature row ...
+    let model = Ensemble::load(&out, &device()).unwrap();
+    assert_eq!(model.meta.measured.len(), 1);
+    let measured = &model.meta.measured[0].rows;
+    let labelled: usize = measured.iter().map(|r| r.labels).sum();
+    assert_eq!(labelled as u64, rounds.last().unwrap()["labels"].as_u64().unwrap());
+    let (low, high) =
+        measured.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), r| (l.min(r.cost), h.max(r.cost)));
+    // ... and the frozen choice judges a candidate it measured (greedy, a
+    // baseline of every loop) by the measurement, not by the prediction.
+    let greedy = dir.join("greedy.json");
+    let (code, _, stderr) = cli(&["extract", "--method", "greedy", "-q", "-o", greedy.to_str().unwrap(), &graph]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) =
+        cli(&["predict", "--json", "--model", out.to_str().unwrap(), &graph, greedy.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let verdict = parse_json(&stdout);
+    let greedy_cost = verdict["measured"].as_f64().expect("the greedy extraction was labelled");
+    assert!((low..=high).contains(&greedy_cost), "{greedy_cost} outside the labels' {low}..{high}");
+    assert_ne!(verdict["mean"].as_f64().unwrap(), greedy_cost, "the prediction stays the model's own");
+    let selection = &result["selection_costs"];
+    assert_eq!(selection["greedy"].as_f64().unwrap(), greedy_cost, "{selection}");
+    let least = ["smoothe", "greedy", "dag-greedy", "linear"].map(|k| selection[k].as_f64().unwrap());
+    assert_eq!(
+        selection[result["pick"].as_str().unwrap()].as_f64().unwrap(),
+        least.iter().copied().fold(f64::INFINITY, f64::min)
+    );
 }
 
 fn abc() -> Option<String> {
@@ -711,7 +740,15 @@ fn damaged_model_files_are_refused_with_one_line() {
     meta.transfer_margin = Some(-0.5);
     let mut new_meta = header.metadata().clone().unwrap();
     new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
-    cases.push(("margin", safetensors::serialize(views, Some(new_meta)).unwrap()));
+    cases.push(("margin", safetensors::serialize(views.clone(), Some(new_meta)).unwrap()));
+    // A measured row that averages no label.
+    let mut meta = model.meta.clone();
+    meta.checksum = stored["checksum"].as_str().unwrap().to_string();
+    let row = MeasuredRow { row: "0".into(), cost: 1.0, labels: 0 };
+    meta.measured = vec![MeasuredDesign { egraph: "e".into(), rows: vec![row] }];
+    let mut new_meta = header.metadata().clone().unwrap();
+    new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
+    cases.push(("measured", safetensors::serialize(views, Some(new_meta)).unwrap()));
     // Bits flipped inside the weights: still parses, values may go wrong;
     // a NaN must be caught.
     // One bit flipped in the middle of the weights: caught by the checksum.
@@ -733,6 +770,7 @@ fn damaged_model_files_are_refused_with_one_line() {
         let reason = match name {
             "shape" => "layer",
             "margin" => "transfer margin",
+            "measured" => "measured costs",
             _ => "",
         };
         assert!(stderr.contains(reason), "{name}: refused for another reason: {stderr}");
@@ -1159,6 +1197,20 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     let tuned_result = parse_json(&std::fs::read_to_string(&zero).unwrap());
     assert_eq!(tuned_result["reference"]["measured"], true);
     assert_eq!(tuned_result["optimum_charge"], 0.0, "no margin on a design the model has labels of");
+    // Measurements judge candidates of their own design only: the library
+    // model has none of c, the tuned one has c's labels.
+    let greedy = dir.join("greedy.json");
+    let (code, _, stderr) = cli(&["extract", "--method", "greedy", "-q", "-o", greedy.to_str().unwrap(), &c]);
+    assert_eq!(code, 0, "{stderr}");
+    let measured = |model: &str| {
+        let (code, stdout, stderr) = cli(&["predict", "--json", "--model", model, &c, greedy.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+        parse_json(&stdout)["measured"].as_f64()
+    };
+    assert_eq!(measured(lib), None);
+    assert!(measured(tuned.to_str().unwrap()).is_some_and(f64::is_finite));
+    assert_eq!(model.meta.measured.len(), 2, "one entry per training design");
+    assert_eq!(tuned_model.meta.measured.len(), 3, "the library's designs and c");
     // A design with an operator no training design has is refused, by name.
     let d = circuit(&dir, "d", 4, Some("xor"));
     let (code, _, stderr) = cli(&["extract", "--model", lib, "-q", &d]);

@@ -7,6 +7,7 @@ use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
+use super::measured::{self, MeasuredDesign};
 use super::metrics::TrainReport;
 use super::network::Ensemble;
 use super::objective::{Conservatism, LearnedCost, Prediction};
@@ -299,6 +300,7 @@ pub fn train_cost(
             }
         };
         model.meta.oracle = oracle_id.clone();
+        measured::record(&mut model.meta.measured, MeasuredDesign::of(&fingerprint, &featurizer, data)?);
         Ok(model)
     };
     let fit_started = std::time::Instant::now();

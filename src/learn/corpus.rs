@@ -12,6 +12,7 @@ use super::dataset::{dataset, Labelled};
 use super::features::{merge_vocabularies, vocabulary, FeatureKind, FeatureLayout, Featurizer};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
+use super::measured::MeasuredDesign;
 use super::network::Ensemble;
 use super::reference::{transfer_margin, Reference, RelativeData, RelativeFrame};
 use super::train::{fine_tune, train, TrainConfig};
@@ -69,6 +70,7 @@ pub fn train_corpus(
     let mut per_design = Vec::with_capacity(designs.len());
     let mut frame = RelativeFrame::default();
     let mut fingerprints = Vec::new();
+    let mut measured = Vec::with_capacity(designs.len());
     for (d, outcome) in designs.iter().zip(&outcomes) {
         let fingerprint = d.original.fingerprint();
         let reference_cost = outcome.rounds[0].dag_greedy_real_cost.with_context(|| {
@@ -89,6 +91,7 @@ pub fn train_corpus(
             std::slice::from_ref(&reference.extraction),
         )?;
         per_design.push(reference.relative_data(&featurizer, &data, reference_cost).with_context(|| d.name.clone())?);
+        measured.push(MeasuredDesign::of(&fingerprint, &featurizer, &data)?);
         frame.record(&fingerprint, reference_cost, reference.nodes);
         fingerprints.push(fingerprint);
         labelled.push(LabelledDesign { design: d, data, reference_cost });
@@ -109,6 +112,9 @@ pub fn train_corpus(
         all.record(&r.egraph, r.cost, r.nodes);
     }
     model.meta.relative = Some(all);
+    for m in measured {
+        super::measured::record(&mut model.meta.measured, m);
+    }
     for f in fingerprints {
         if !model.meta.egraphs.contains(&f) {
             model.meta.egraphs.push(f);

@@ -4,6 +4,7 @@
 //! record.
 
 use super::features::FeatureLayout;
+use super::measured::MeasuredDesign;
 use super::metrics::TrainReport;
 use super::reference::RelativeFrame;
 use super::residual::ResidualFit;
@@ -76,6 +77,12 @@ pub struct ModelMeta {
     /// extractions. `None`: not calibrated (one design, or an older file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_margin: Option<f64>,
+    /// Per training design, the real cost of every feature row it
+    /// labelled: a frozen model choosing between candidates judges one it
+    /// measured by the measurement (see [`super::measured`]). Empty in
+    /// files written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<MeasuredDesign>,
     /// Fit quality at training time.
     pub report: TrainReport,
     /// Hash of the tensor data, written by [`Ensemble::save`] and required
@@ -194,6 +201,9 @@ impl Ensemble {
         }
         if m.transfer_margin.is_some_and(|t| !(t.is_finite() && t >= 0.0)) {
             bail!("transfer margin {:?} is not a finite share of at least 0", m.transfer_margin);
+        }
+        if let Some(d) = m.measured.iter().find(|d| !d.is_valid()) {
+            bail!("the measured costs of e-graph {} are not all finite", d.egraph);
         }
         for (what, len) in [
             ("input_mean", m.input_mean.len()),

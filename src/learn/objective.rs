@@ -15,6 +15,7 @@
 //! candidates by the same score.
 
 use super::features::{FeatureKind, Featurizer};
+use super::measured::{self, row_key};
 use super::network::Ensemble;
 use super::reference::{Reference, ReferenceEstimate};
 use crate::cost::{CostModel, LinearCost};
@@ -24,6 +25,7 @@ use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// How conservative the objective is.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -82,6 +84,10 @@ pub struct Prediction {
     /// Distance to the nearest training row, in units of the training
     /// rows' typical spacing (about 1 inside the labelled region).
     pub distance: f64,
+    /// The real cost the oracle measured for these features on this
+    /// design in training, if it did (see [`super::measured`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<f64>,
 }
 
 /// A frozen ensemble bound to one preprocessed e-graph, as a [`CostModel`].
@@ -95,6 +101,8 @@ pub struct LearnedCost {
     high: Vec<f64>,
     width: Vec<f64>,
     reference: Option<ReferenceEstimate>,
+    /// What the oracle measured on this design, by feature row key.
+    measured: HashMap<String, f64>,
 }
 
 impl LearnedCost {
@@ -132,6 +140,7 @@ impl LearnedCost {
             bail!("feature layout says op-counts but lists operator pairs");
         }
         let featurizer = Featurizer::new(kind, problem, original, &names);
+        let measured = measured::lookup(&model.meta.measured, &original.fingerprint());
         let mut model = model;
         let reference = match model.meta.relative.clone() {
             Some(frame) => {
@@ -148,7 +157,7 @@ impl LearnedCost {
         let low = model.meta.feature_low.clone();
         let high = model.meta.feature_high.clone();
         let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
-        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, reference })
+        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, reference, measured })
     }
 
     /// For a relative model, the cost of this design's reference (dag-greedy)
@@ -204,7 +213,8 @@ impl LearnedCost {
             let distance: Vec<f64> = p.distance.to_dtype(DType::F64)?.to_vec1()?;
             for (((row, mean), std), distance) in rows.iter().zip(mean).zip(std).zip(distance) {
                 let (outside, features_outside) = self.outside(row);
-                out.push(Prediction { mean, std, outside, features_outside, distance });
+                let measured = self.measured.get(&row_key(row)).copied();
+                out.push(Prediction { mean, std, outside, features_outside, distance, measured });
             }
         }
         Ok(out)
@@ -293,12 +303,18 @@ impl CostModel for LearnedCost {
     /// (1.7% and 5.4%). The plain mean was better on five and worse on two,
     /// by up to 4.8%, where it trusted a prediction whose spread was 11% of
     /// it.
+    ///
+    /// Either way, a candidate whose features the oracle measured on this
+    /// design in training is judged by that measurement, with no spread
+    /// (see [`super::measured`]).
     fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
-        if self.reference.is_none_or(|r| r.measured) {
-            return self.costs_of(extractions);
-        }
-        self.totals(extractions, |p| p.mean + self.conservatism.kappa * p.std)
-            .unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
+        let trained = self.reference.is_none_or(|r| r.measured);
+        self.totals(extractions, |p| match p.measured {
+            Some(cost) => cost,
+            None if trained => self.score(p),
+            None => p.mean + self.conservatism.kappa * p.std,
+        })
+        .unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
     }
     /// On a new design, the model's calibrated transfer margin (how far
     /// its predicted differences were off on training designs left out in

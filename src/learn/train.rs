@@ -156,6 +156,7 @@ pub fn train(
         relative: None,
         residual_length: 0.0,
         transfer_margin: None,
+        measured: Vec::new(),
         report: TrainReport::default(),
         checksum: String::new(),
     };

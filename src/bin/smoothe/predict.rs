@@ -15,7 +15,9 @@ pub struct PredictArgs {
     #[arg(long, env = "SMOOTHE_DEVICE")]
     device: Option<String>,
     /// Print one JSON object per extraction (its file, mean, std, score,
-    /// distance, outside, features_outside) instead of a sentence, for scripts.
+    /// distance, outside, features_outside, and measured: the real cost the
+    /// oracle measured for its features on this design in training, when it
+    /// did) instead of a sentence, for scripts.
     #[arg(long)]
     json: bool,
     /// The e-graph (egraph-serialize JSON).
@@ -36,8 +38,9 @@ pub fn run(a: PredictArgs) -> Result<ExitCode> {
             continue;
         }
         let p = v.prediction;
+        let measured = p.measured.map_or(String::new(), |c| format!("; measured {c:.4} in training"));
         println!(
-            "{}: {:.4} +- {:.4} (score {:.4}; {:.2} spacings from the nearest training row; {} feature(s) outside the training range)",
+            "{}: {:.4} +- {:.4} (score {:.4}; {:.2} spacings from the nearest training row; {} feature(s) outside the training range{measured})",
             path.display(),
             p.mean,
             p.std,
