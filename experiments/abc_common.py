@@ -76,3 +76,21 @@ def spearman(a, b):
     va = sum((x - ma) ** 2 for x in ra) ** 0.5
     vb = sum((y - mb) ** 2 for y in rb) ** 0.5
     return cov / (va * vb) if va > 0 and vb > 0 else float("nan")
+
+
+def num(v):
+    """A CSV cell as a number, or None where it holds none."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def pct(a, b):
+    """How far a lies below b, in % of b (positive: a is smaller); None if either is missing."""
+    return None if a is None or b is None else 100 * (b - a) / b
+
+
+def fmt(v, digits=1):
+    """A table cell: the number with `digits` decimals, or "-"."""
+    return "-" if v is None else f"{v:.{digits}f}"

@@ -34,7 +34,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
+from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, num, oracle, oracle_label, predict, run, spearman
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -193,13 +193,6 @@ def main(collect_only=False, refreeze=False):
         for (c, s, m), ys in sorted(old_curves.items()):
             w.writerows([c, s, m, i + 1, y] for i, y in enumerate(ys))
     report()
-
-
-def num(v):
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def read_rows():

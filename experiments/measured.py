@@ -26,7 +26,7 @@ import struct
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, oracle, oracle_label, run
+from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, run
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 STEPS = os.environ.get("STEPS", "1000")
@@ -83,22 +83,6 @@ def one(task):
                     f"{kind}_label": p.get("measured")})
     print(row, file=sys.stderr)
     return row
-
-
-def pct(a, b):
-    """How far a lies below b, in % of b (positive: a is smaller)."""
-    return None if a is None or b is None else 100 * (b - a) / b
-
-
-def fmt(v, digits=1):
-    return "-" if v is None else f"{v:.{digits}f}"
-
-
-def num(v):
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def report():

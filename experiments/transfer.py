@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, oracle, oracle_label, predict, run, spearman
+from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, predict, run, spearman
 
 BUDGET = int(os.environ.get("BUDGET", "100"))
 FT = int(os.environ.get("FT", "30"))
@@ -210,21 +210,6 @@ def main():
         w.writeheader()
         w.writerows(rows)
     report()
-
-
-def num(v):
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def pct(a, b):
-    return None if a is None or b is None else 100 * (b - a) / b
-
-
-def fmt(v, digits=1):
-    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def short(note):
