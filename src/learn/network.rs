@@ -203,7 +203,7 @@ impl Ensemble {
             bail!("transfer margin {:?} is not a finite share of at least 0", m.transfer_margin);
         }
         if let Some(d) = m.measured.iter().find(|d| !d.is_valid()) {
-            bail!("the measured costs of e-graph {} are not all finite", d.egraph);
+            bail!("the measured costs of e-graph {} are not all finite averages of at least one label", d.egraph);
         }
         for (what, len) in [
             ("input_mean", m.input_mean.len()),
