@@ -720,35 +720,34 @@ fn damaged_model_files_are_refused_with_one_line() {
     let graph = repo("datasets/esyn/mul3.json");
     let dir = fresh_dir("damaged");
     let mut cases: Vec<(&str, Vec<u8>)> = vec![("truncated", good[..good.len() / 2].to_vec())];
-    // A shape that does not chain: drop one member's last layer bias.
     let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &dev).unwrap();
     let (_, header) = safetensors::SafeTensors::read_metadata(&good).unwrap();
     // Loading takes the checksum out of the record; edits keep the stored
     // one, so they are refused for what they change, not for lacking it.
     let stored: serde_json::Value = serde_json::from_str(&header.metadata().as_ref().unwrap()["smoothe"]).unwrap();
-    let mut meta = model.meta.clone();
-    meta.checksum = stored["checksum"].as_str().unwrap().to_string();
-    meta.hidden = vec![meta.hidden[0], meta.hidden[1] + 1];
     let tensors = safetensors::SafeTensors::deserialize(&good).unwrap();
-    let mut new_meta = header.metadata().clone().unwrap();
-    new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors.tensors();
-    cases.push(("shape", safetensors::serialize(views.clone(), Some(new_meta)).unwrap()));
+    // The good file's tensors under its metadata record edited by `edit`.
+    let edited = |edit: &dyn Fn(&mut smoothe::learn::network::ModelMeta)| {
+        let mut meta = model.meta.clone();
+        meta.checksum = stored["checksum"].as_str().unwrap().to_string();
+        edit(&mut meta);
+        let mut new_meta = header.metadata().clone().unwrap();
+        new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
+        safetensors::serialize(views.clone(), Some(new_meta)).unwrap()
+    };
+    // A shape that does not chain: a hidden width the weights lack.
+    cases.push(("shape", edited(&|m| m.hidden = vec![m.hidden[0], m.hidden[1] + 1])));
     // A transfer margin that is no share of a cost.
-    let mut meta = model.meta.clone();
-    meta.checksum = stored["checksum"].as_str().unwrap().to_string();
-    meta.transfer_margin = Some(-0.5);
-    let mut new_meta = header.metadata().clone().unwrap();
-    new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
-    cases.push(("margin", safetensors::serialize(views.clone(), Some(new_meta)).unwrap()));
+    cases.push(("margin", edited(&|m| m.transfer_margin = Some(-0.5))));
     // A measured row that averages no label.
-    let mut meta = model.meta.clone();
-    meta.checksum = stored["checksum"].as_str().unwrap().to_string();
-    let row = MeasuredRow { row: "0".into(), cost: 1.0, labels: 0 };
-    meta.measured = vec![MeasuredDesign { egraph: "e".into(), rows: vec![row] }];
-    let mut new_meta = header.metadata().clone().unwrap();
-    new_meta.insert("smoothe".into(), serde_json::to_string(&meta).unwrap());
-    cases.push(("measured", safetensors::serialize(views, Some(new_meta)).unwrap()));
+    cases.push((
+        "measured",
+        edited(&|m| {
+            let row = MeasuredRow { row: "0".into(), cost: 1.0, labels: 0 };
+            m.measured = vec![MeasuredDesign { egraph: "e".into(), rows: vec![row] }];
+        }),
+    ));
     // Bits flipped inside the weights: still parses, values may go wrong;
     // a NaN must be caught.
     // One bit flipped in the middle of the weights: caught by the checksum.
