@@ -1,6 +1,16 @@
 //! Shrinking an e-graph before extraction, with a map back to original ids.
 //!
-//! Steps, repeated until nothing changes: drop nodes that have their own
+//! First, drop *twins*: a node that another node of its class repeats with
+//! the same operator, cost and child classes, in another order (the
+//! `+(a, b)` and `+(b, a)` that commutativity rules leave in one class).
+//! An extraction can always take the first of them instead, at the same
+//! DAG and tree cost and with the same child classes, so nothing is lost;
+//! what is assumed is that a real-cost oracle, too, prices an operator the
+//! same whatever the order of its operands, when the e-graph holds both
+//! orders in one class. A labelled extraction that used a dropped twin maps
+//! onto its kept twin.
+//!
+//! Then, repeated until nothing changes: drop nodes that have their own
 //! class as a child; drop nodes that can head no acyclic sub-extraction;
 //! drop classes the roots cannot reach; merge a non-root class that has a
 //! single node and a single incoming edge into the node holding that edge
@@ -15,10 +25,14 @@ use crate::egraph::{ClassIdx, EGraph, NodeIdx, NodeSpec};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::scc::Sccs;
 use anyhow::{bail, Result};
+use std::collections::hash_map::{Entry, HashMap};
 
 /// What preprocessing removed, for `smoothe info` and logs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PreprocessStats {
+    /// Nodes dropped as twins of an earlier node of their class (same
+    /// operator, cost and child classes, in another order).
+    pub twin_nodes: usize,
     /// Nodes dropped because they have their own class as a child.
     pub self_loop_nodes: usize,
     /// Nodes dropped because no acyclic sub-extraction starts at them.
@@ -42,6 +56,9 @@ pub struct Reduced {
     /// For each reduced node, the original (class, node) pairs it stands
     /// for: itself first, then every class merged into it.
     origin: Vec<Vec<(ClassIdx, NodeIdx)>>,
+    /// For each original node, the node it stands for: its kept twin, or
+    /// itself.
+    twin_of: Vec<NodeIdx>,
     num_original_classes: usize,
 }
 
@@ -63,13 +80,15 @@ impl Reduced {
         OriginalExtraction::of_original(out)
     }
 
-    /// Maps an extraction of the original graph onto the reduced graph;
-    /// `None` when it uses a node that preprocessing removed.
+    /// Maps an extraction of the original graph onto the reduced graph; a
+    /// dropped twin counts as its kept twin. `None` when it uses a node
+    /// that preprocessing removed otherwise.
     pub fn from_original(&self, original: &OriginalExtraction) -> Option<Extraction> {
         let mut out = Extraction::empty(self.graph.num_classes());
         for (n, pairs) in self.graph.nodes().zip(&self.origin) {
             let (c, orig) = pairs[0];
-            if original.choices().get(c.index()).copied().flatten() == Some(orig) {
+            let chosen = original.choices().get(c.index()).copied().flatten();
+            if chosen.map(|m| self.twin_of[m.index()]) == Some(orig) {
                 out.choices[self.graph.class_of(n).index()] = Some(n);
             }
         }
@@ -98,6 +117,7 @@ pub fn preprocess(g: &EGraph) -> Result<Reduced> {
         alive: vec![true; nn],
     };
     let mut stats = PreprocessStats::default();
+    let twin_of = drop_twins(g, &mut w, &mut stats);
     let mut is_root = vec![false; g.num_classes()];
     for &r in g.roots() {
         is_root[r.index()] = true;
@@ -140,7 +160,32 @@ pub fn preprocess(g: &EGraph) -> Result<Reduced> {
     let roots = g.roots().iter().map(|&r| class_map[r.index()].expect("roots are kept")).collect();
     let graph = EGraph::new(class_names, specs, roots)?;
     let sccs = Sccs::new(&graph);
-    Ok(Reduced { graph, sccs, stats, origin, num_original_classes: g.num_classes() })
+    Ok(Reduced { graph, sccs, stats, origin, twin_of, num_original_classes: g.num_classes() })
+}
+
+/// Drops every node that repeats an earlier node of its class with the same
+/// operator, cost and multiset of child classes; returns, per original
+/// node, the node it stands for (the first of its twins, or itself).
+fn drop_twins(g: &EGraph, w: &mut Work, stats: &mut PreprocessStats) -> Vec<NodeIdx> {
+    let nn = w.class.len();
+    let mut twin_of: Vec<NodeIdx> = NodeIdx::range(nn).collect();
+    let mut first: HashMap<(ClassIdx, &str, u64, Vec<ClassIdx>), NodeIdx> = HashMap::new();
+    for n in 0..nn {
+        let mut kids = w.children[n].clone();
+        kids.sort_unstable();
+        let key = (w.class[n], g.op(NodeIdx::new(n)), w.cost[n].to_bits(), kids);
+        match first.entry(key) {
+            Entry::Occupied(kept) => {
+                twin_of[n] = *kept.get();
+                w.alive[n] = false;
+                stats.twin_nodes += 1;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(NodeIdx::new(n));
+            }
+        }
+    }
+    twin_of
 }
 
 /// Drops self-loop, underivable and unreachable nodes; errors when a root

@@ -50,10 +50,11 @@ pub fn info(g: &EGraph, problem: &Reduced) -> String {
     let st = &problem.stats;
     let _ = writeln!(
         s,
-        "after preprocessing: {} nodes, {} classes, {} edges ({} self-loop, {} underivable, {} unreachable nodes dropped; {} classes merged)",
+        "after preprocessing: {} nodes, {} classes, {} edges ({} twin, {} self-loop, {} underivable, {} unreachable nodes dropped; {} classes merged)",
         problem.graph.num_nodes(),
         problem.graph.num_classes(),
         problem.graph.num_edges(),
+        st.twin_nodes,
         st.self_loop_nodes,
         st.underivable_nodes,
         st.unreachable_nodes,
