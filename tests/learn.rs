@@ -390,7 +390,7 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
     assert!(p["mean"].as_f64().unwrap().is_finite() && p["std"].as_f64().unwrap() >= 0.0, "{p}");
     assert!(stderr.contains("model predicts"), "{stderr}");
     // The model keeps what the oracle measured, one entry per labelled
-    // extraction, by feature row ...
+    // extraction ...
     let model = Ensemble::load(&out, &device()).unwrap();
     assert_eq!(model.meta.measured.len(), 1);
     let measured = &model.meta.measured[0].rows;
@@ -744,7 +744,7 @@ fn damaged_model_files_are_refused_with_one_line() {
     cases.push((
         "measured",
         edited(&|m| {
-            let row = MeasuredRow { row: "0".into(), cost: 1.0, labels: 0 };
+            let row = MeasuredRow { extraction: "0".into(), cost: 1.0, labels: 0 };
             m.measured = vec![MeasuredDesign { egraph: "e".into(), rows: vec![row] }];
         }),
     ));

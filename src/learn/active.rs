@@ -300,7 +300,7 @@ pub fn train_cost(
             }
         };
         model.meta.oracle = oracle_id.clone();
-        measured::record(&mut model.meta.measured, MeasuredDesign::of(&fingerprint, &featurizer, data)?);
+        measured::record(&mut model.meta.measured, MeasuredDesign::of(&fingerprint, &problem.graph, data)?);
         Ok(model)
     };
     let fit_started = std::time::Instant::now();

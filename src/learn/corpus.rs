@@ -91,7 +91,7 @@ pub fn train_corpus(
             std::slice::from_ref(&reference.extraction),
         )?;
         per_design.push(reference.relative_data(&featurizer, &data, reference_cost).with_context(|| d.name.clone())?);
-        measured.push(MeasuredDesign::of(&fingerprint, &featurizer, &data)?);
+        measured.push(MeasuredDesign::of(&fingerprint, &d.problem.graph, &data)?);
         frame.record(&fingerprint, reference_cost, reference.nodes);
         fingerprints.push(fingerprint);
         labelled.push(LabelledDesign { design: d, data, reference_cost });

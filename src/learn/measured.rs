@@ -1,5 +1,5 @@
 //! What the oracle measured, kept with a model: per training design, the
-//! real cost of every feature row it labelled.
+//! real cost of every extraction it labelled, by a hash of the extraction.
 //!
 //! The oracle is deterministic and the labels are measurements, while the
 //! model's mean at a training row is a fit that can be off by its training
@@ -7,62 +7,68 @@
 //! 300-call loop on esyn/c2670 predicted the greedy extraction at 20.3 (its
 //! label: 18.9) and chose, frozen, an extraction that measured 21.5. So when
 //! a frozen model chooses between candidates ([`crate::cost::CostModel::selection_costs`]),
-//! a candidate whose features are a row it measured on this design is
-//! judged by that measurement, with no spread, and every other candidate by
-//! the model's conservative score.
+//! a candidate it measured on this design is judged by that measurement,
+//! with no spread, and every other candidate by the model's conservative
+//! score.
 //!
-//! The memory holds feature rows (as hashes), not extractions: two
-//! extractions with equal features share a row, and their labels are
-//! averaged. It applies only to the design the row was measured on; a new
-//! design's candidates are judged by the model alone.
+//! The memory holds hashes of the labelled extractions (of their choices
+//! on the preprocessed graph), not the extractions: it says what a
+//! candidate costs when the candidate is one the oracle measured, and
+//! cannot lead an optimiser to one. It once held hashes of feature rows
+//! instead, so that it applied to every extraction with a measured row's
+//! features; but extractions with equal features differ in real cost, and
+//! a frozen optimiser finds them: with the final model of a 300-call loop
+//! on esyn/mul3, an extraction with the features of a row labelled 78
+//! measured 82, and on boole/mul16 one with a row labelled 4275 measured
+//! 4293. It applies only to the design it was measured on; a new design's
+//! candidates are judged by the model alone.
 
+use super::choices_key;
 use super::dataset::Labelled;
-use super::features::Featurizer;
+use crate::egraph::EGraph;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-/// One measured feature row of a design.
+/// One measured extraction of a design.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredRow {
-    /// [`row_key`] of the raw feature row (in the model's layout).
-    pub row: String,
-    /// Mean real cost of the labels with that row.
+    /// [`choices_key`] of the extraction on the preprocessed graph. (Files
+    /// from before it held feature-row hashes here, under `row`: those
+    /// load, and match no extraction.)
+    #[serde(alias = "row")]
+    pub extraction: String,
+    /// Mean real cost of its labels (more than one where labels of
+    /// extractions that preprocessing makes one, such as twins, meet).
     pub cost: f64,
     /// How many labels it averages.
     pub labels: usize,
 }
 
-/// The measured rows of one training design.
+/// The measured extractions of one training design.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredDesign {
     /// Fingerprint of the (original) e-graph.
     pub egraph: String,
-    /// Its measured rows, sorted by key.
+    /// Its measured extractions, sorted by key.
     pub rows: Vec<MeasuredRow>,
 }
 
-/// A key for a raw feature row: a hash of its values rounded to `f32`, so
-/// that the same extraction featurized twice, with sums taken in another
-/// order, gives the same key.
-pub fn row_key(row: &[f64]) -> String {
-    let bytes: Vec<u8> = row.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect();
-    super::hash_hex(&bytes)
-}
-
 impl MeasuredDesign {
-    /// The labels `data` of the design with fingerprint `egraph`, read
-    /// through `featurizer` (the model's layout bound to that design).
-    pub fn of(egraph: &str, featurizer: &Featurizer, data: &[Labelled]) -> Result<Self> {
+    /// The labels `data` (extractions of `graph`, the preprocessed graph)
+    /// of the design with fingerprint `egraph`.
+    pub fn of(egraph: &str, graph: &EGraph, data: &[Labelled]) -> Result<Self> {
         let mut sums: HashMap<String, (f64, usize)> = HashMap::new();
         for l in data {
-            let entry = sums.entry(row_key(&featurizer.of_extraction(&l.extraction)?)).or_default();
+            let entry = sums.entry(choices_key(graph, &l.extraction)?).or_default();
             entry.0 += l.cost;
             entry.1 += 1;
         }
-        let mut rows: Vec<MeasuredRow> =
-            sums.into_iter().map(|(row, (sum, n))| MeasuredRow { row, cost: sum / n as f64, labels: n }).collect();
-        rows.sort_by(|a, b| a.row.cmp(&b.row));
+        let mut rows: Vec<MeasuredRow> = sums
+            .into_iter()
+            .map(|(extraction, (sum, n))| MeasuredRow { extraction, cost: sum / n as f64, labels: n })
+            .collect();
+        rows.sort_by(|a, b| a.extraction.cmp(&b.extraction));
         Ok(MeasuredDesign { egraph: egraph.to_string(), rows })
     }
 
@@ -78,8 +84,11 @@ pub fn record(all: &mut Vec<MeasuredDesign>, design: MeasuredDesign) {
     all.push(design);
 }
 
-/// The measured costs of the design with fingerprint `egraph`, by row key
-/// (empty if the model has none for it).
+/// The measured costs of the design with fingerprint `egraph`, by
+/// extraction key (empty if the model has none for it).
 pub fn lookup(all: &[MeasuredDesign], egraph: &str) -> HashMap<String, f64> {
-    all.iter().filter(|d| d.egraph == egraph).flat_map(|d| d.rows.iter().map(|r| (r.row.clone(), r.cost))).collect()
+    all.iter()
+        .filter(|d| d.egraph == egraph)
+        .flat_map(|d| d.rows.iter().map(|r| (r.extraction.clone(), r.cost)))
+        .collect()
 }

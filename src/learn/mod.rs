@@ -19,7 +19,7 @@ pub mod residual;
 pub mod train;
 
 use crate::egraph::EGraph;
-use crate::extraction::OriginalExtraction;
+use crate::extraction::{Extraction, OriginalExtraction};
 use anyhow::Result;
 use serde_json::{json, Value};
 
@@ -28,11 +28,18 @@ pub use crate::egraph::hash_hex;
 /// Canonical hash of a valid extraction of `g`: the sorted (class id,
 /// node id) pairs of the classes reachable from the roots, in original ids.
 pub fn extraction_key(g: &EGraph, extraction: &OriginalExtraction) -> Result<String> {
+    choices_key(g, extraction.as_extraction())
+}
+
+/// Canonical hash of a valid extraction of any graph `g` (the original or
+/// a preprocessed one): the sorted (class name, node name) pairs of the
+/// classes reachable from the roots.
+pub fn choices_key(g: &EGraph, extraction: &Extraction) -> Result<String> {
     let mut pairs: Vec<(String, String)> = extraction
         .check(g)?
         .into_iter()
         .map(|c| {
-            (g.class_name(c).to_string(), g.node_name(extraction.choices()[c.index()].expect("checked")).to_string())
+            (g.class_name(c).to_string(), g.node_name(extraction.choices[c.index()].expect("checked")).to_string())
         })
         .collect();
     pairs.sort();

@@ -77,8 +77,8 @@ pub struct ModelMeta {
     /// extractions. `None`: not calibrated (one design, or an older file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_margin: Option<f64>,
-    /// Per training design, the real cost of every feature row it
-    /// labelled: a frozen model choosing between candidates judges one it
+    /// Per training design, the real cost of every extraction it
+    /// labelled (by a hash): a frozen model choosing between candidates judges one it
     /// measured by the measurement (see [`super::measured`]). Empty in
     /// files written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -14,8 +14,9 @@
 //! probabilities, so SmoothE, its decoding and its polishing all judge
 //! candidates by the same score.
 
+use super::choices_key;
 use super::features::{FeatureKind, Featurizer};
-use super::measured::{self, row_key};
+use super::measured;
 use super::network::Ensemble;
 use super::reference::{Reference, ReferenceEstimate};
 use crate::cost::{CostModel, LinearCost};
@@ -84,7 +85,7 @@ pub struct Prediction {
     /// Distance to the nearest training row, in units of the training
     /// rows' typical spacing (about 1 inside the labelled region).
     pub distance: f64,
-    /// The real cost the oracle measured for these features on this
+    /// The real cost the oracle measured for this extraction of this
     /// design in training, if it did (see [`super::measured`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<f64>,
@@ -101,7 +102,7 @@ pub struct LearnedCost {
     high: Vec<f64>,
     width: Vec<f64>,
     reference: Option<ReferenceEstimate>,
-    /// What the oracle measured on this design, by feature row key.
+    /// What the oracle measured on this design, by extraction key.
     measured: HashMap<String, f64>,
 }
 
@@ -211,9 +212,12 @@ impl LearnedCost {
             let mean: Vec<f64> = p.mean.to_dtype(DType::F64)?.to_vec1()?;
             let std: Vec<f64> = p.std.to_dtype(DType::F64)?.to_vec1()?;
             let distance: Vec<f64> = p.distance.to_dtype(DType::F64)?.to_vec1()?;
-            for (((row, mean), std), distance) in rows.iter().zip(mean).zip(std).zip(distance) {
+            for ((((row, mean), std), distance), e) in rows.iter().zip(mean).zip(std).zip(distance).zip(chunk) {
                 let (outside, features_outside) = self.outside(row);
-                let measured = self.measured.get(&row_key(row)).copied();
+                let measured = match self.measured.is_empty() {
+                    true => None,
+                    false => self.measured.get(&choices_key(self.featurizer.graph(), e)?).copied(),
+                };
                 out.push(Prediction { mean, std, outside, features_outside, distance, measured });
             }
         }

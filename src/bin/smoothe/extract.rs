@@ -80,9 +80,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
     if let Some(p) = result.prediction {
         eprintln!("model predicts {:.4} +- {:.4}", p.mean, p.std);
         if let Some(cost) = p.measured {
-            eprintln!(
-                "the oracle measured {cost:.4} for these features on this design in training; the choice used that"
-            );
+            eprintln!("the oracle measured {cost:.4} for this extraction in training; the choice used that");
         }
         if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
             eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");

@@ -303,6 +303,11 @@ impl Featurizer {
         vocabulary(kind, problem, original).into_iter().filter(|n| !known.contains(n.as_str())).collect()
     }
 
+    /// The preprocessed graph the features are bound to.
+    pub fn graph(&self) -> &EGraph {
+        &self.graph
+    }
+
     /// Number of features.
     pub fn dim(&self) -> usize {
         self.layout.names.len()
