@@ -33,8 +33,10 @@ pub fn depth(g: &EGraph, sccs: &Sccs) -> usize {
     deepest
 }
 
-/// The text printed by `smoothe info`.
-pub fn info(g: &EGraph, problem: &Reduced) -> String {
+/// The text printed by `smoothe info`: `problem` is `g` preprocessed for
+/// extraction, `for_oracle` preprocessed for a real-cost oracle (twins
+/// dropped too).
+pub fn info(g: &EGraph, problem: &Reduced, for_oracle: &Reduced) -> String {
     let self_loops = g.nodes().filter(|&n| g.is_self_loop(n)).count();
     let sccs = Sccs::new(g);
     let cyclic = sccs.cyclic_sizes();
@@ -50,11 +52,10 @@ pub fn info(g: &EGraph, problem: &Reduced) -> String {
     let st = &problem.stats;
     let _ = writeln!(
         s,
-        "after preprocessing: {} nodes, {} classes, {} edges ({} twin, {} self-loop, {} underivable, {} unreachable nodes dropped; {} classes merged)",
+        "after preprocessing: {} nodes, {} classes, {} edges ({} self-loop, {} underivable, {} unreachable nodes dropped; {} classes merged)",
         problem.graph.num_nodes(),
         problem.graph.num_classes(),
         problem.graph.num_edges(),
-        st.twin_nodes,
         st.self_loop_nodes,
         st.underivable_nodes,
         st.unreachable_nodes,
@@ -65,6 +66,12 @@ pub fn info(g: &EGraph, problem: &Reduced) -> String {
         "after preprocessing: cyclic components: {} (sizes {})",
         reduced_cyclic.len(),
         summarize_sizes(&reduced_cyclic)
+    );
+    let _ = writeln!(
+        s,
+        "for a real-cost oracle: {} nodes ({} twin nodes dropped too: a node that repeats another of its class with its operands in another order)",
+        for_oracle.graph.num_nodes(),
+        for_oracle.stats.twin_nodes
     );
     s
 }

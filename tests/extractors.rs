@@ -84,6 +84,7 @@ fn random_is_seeded_and_diverse() {
 #[test]
 fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
     let mut checked = 0;
+    let mut twins = 0;
     for seed in 0..400 {
         let classes = 2 + (seed as usize % 6);
         let text = random_graph_json(seed, classes, false);
@@ -100,6 +101,12 @@ fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
         // The reduced graph keeps the optimum.
         let (reduced_dag, _) = brute_force(&problem.graph).expect("reduced graph has an extraction");
         assert!((reduced_dag - best_dag).abs() < 1e-9, "seed {seed}: {reduced_dag} vs {best_dag}");
+        // So does the graph without twins (random graphs have some: one
+        // operator, small costs, repeated children).
+        let for_oracle = smoothe::preprocess::preprocess_for_oracle(&g).unwrap();
+        twins += for_oracle.stats.twin_nodes;
+        let (twin_free_dag, _) = brute_force(&for_oracle.graph).expect("reduced graph has an extraction");
+        assert!((twin_free_dag - best_dag).abs() < 1e-9, "seed {seed}: {twin_free_dag} vs {best_dag}");
         for method in extract::METHODS {
             let m = extract::by_name(method, &opts(seed)).unwrap();
             let out = extract::run(m.as_ref(), &g, &problem).unwrap();
@@ -113,6 +120,7 @@ fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
         checked += 1;
     }
     assert!(checked > 200, "only {checked} graphs had a valid extraction");
+    assert!(twins > 0, "no random graph had twins to drop");
 }
 
 #[test]
@@ -340,9 +348,12 @@ fn twins_json() -> String {
 }
 
 #[test]
-fn twins_are_dropped_and_map_onto_the_kept_one() {
+fn twins_are_dropped_for_an_oracle_and_map_onto_the_kept_one() {
     let g = graph(&twins_json());
-    let p = preprocess(&g).unwrap();
+    let kept = preprocess(&g).unwrap();
+    assert_eq!(kept.stats.twin_nodes, 0, "plain extraction keeps twins");
+    assert_eq!(kept.graph.class_nodes(kept.graph.roots()[0]).len(), 5);
+    let p = smoothe::preprocess::preprocess_for_oracle(&g).unwrap();
     assert_eq!(p.stats.twin_nodes, 1, "only `ba` repeats `ab`");
     let root = p.graph.roots()[0];
     let mut kept: Vec<&str> = p.graph.class_nodes(root).iter().map(|&n| p.graph.node_name(n)).collect();

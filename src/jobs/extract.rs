@@ -97,7 +97,12 @@ impl ExtractJob {
         });
         let graph = load::load_file(egraph)?;
         let start = Instant::now();
-        let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+        // A learned model judges the extractions of its oracle's graph.
+        let problem = match self.model {
+            Some(_) => preprocess::preprocess_for_oracle(&graph),
+            None => preprocess::preprocess(&graph),
+        }
+        .with_context(|| format!("{}", egraph.display()))?;
         let learned = match &self.model {
             Some(path) => {
                 Some(bind_model(path, &problem, &graph, self.conservatism, self.linear_weight, &options.device)?)

@@ -50,7 +50,7 @@ impl SearchJob {
         outputs.extend(self.outputs.iter().map(|p| p.as_path()));
         let oracle = self.oracle.oracle(&outputs)?;
         let graph = load::load_file(egraph)?;
-        let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+        let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
         let mut log = open_log(&self.labels)?;
         let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, progress);
         // The linear-SmoothE starting point as train-cost makes it.

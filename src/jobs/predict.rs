@@ -37,7 +37,7 @@ impl PredictJob {
     pub fn run(&self, egraph: &Path, extractions: &[PathBuf]) -> Result<(Vec<Verdict>, Option<ReferenceEstimate>)> {
         let device = crate::device::parse(&self.device)?;
         let graph = load::load_file(egraph)?;
-        let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+        let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
         let model = bind_model(&self.model, &problem, &graph, Conservatism::FROZEN, 0.0, &device)?;
         let mut reduced = Vec::with_capacity(extractions.len());
         for path in extractions {

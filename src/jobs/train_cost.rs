@@ -164,7 +164,7 @@ impl TrainCostJob {
         let problems = graphs
             .iter()
             .zip(&self.egraphs)
-            .map(|(g, p)| preprocess::preprocess(g).with_context(|| format!("{}", p.display())))
+            .map(|(g, p)| preprocess::preprocess_for_oracle(g).with_context(|| format!("{}", p.display())))
             .collect::<Result<Vec<_>>>()?;
         let outputs = [&paths.model, &paths.labels, &paths.rounds, &paths.best, &paths.job];
         let oracle = self.oracle.oracle(&outputs.map(|p| p.as_path()))?;

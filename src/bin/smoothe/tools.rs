@@ -58,7 +58,8 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
 pub fn info(a: InfoArgs) -> Result<ExitCode> {
     let graph = load::load_file(&a.egraph)?;
     let problem = preprocess::preprocess(&graph).with_context(|| format!("{}", a.egraph.display()))?;
-    write_stdout(&report::info(&graph, &problem))?;
+    let for_oracle = preprocess::preprocess_for_oracle(&graph)?;
+    write_stdout(&report::info(&graph, &problem, &for_oracle))?;
     Ok(ExitCode::SUCCESS)
 }
 
