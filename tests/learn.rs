@@ -693,6 +693,38 @@ fn search_anneals_with_the_oracle_within_its_budget() {
 }
 
 #[test]
+fn a_search_resumed_on_its_log_starts_at_the_cheapest_label_and_relabels_nothing() {
+    let graph = repo("datasets/esyn/mul3.json");
+    // Where a fresh search of each seed starts: the cheapest of its greedy,
+    // dag-greedy and linear-SmoothE starts (linear SmoothE moves with the seed).
+    let start_of = |seed: &str| {
+        let dir = fresh_dir(&format!("search-start-{seed}"));
+        let (_, _, out) = search_checked(&dir, &graph, &["--jobs", "1", "--budget", "3", "--seed", seed]);
+        parse_json(&std::fs::read_to_string(&out).unwrap())["trajectory"][0][1].as_f64().unwrap()
+    };
+    let mut seeds: Vec<(f64, &str)> = ["0", "1"].iter().map(|&s| (start_of(s), s)).collect();
+    seeds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let ((cheap, cheap_seed), (dear, dear_seed)) = (seeds[0], seeds[1]);
+    assert!(cheap < dear, "both seeds start at {cheap}: nothing tells a resumed start from a fresh one");
+    // A search of the cheap-starting seed, then one of the dear-starting
+    // seed resumed on its log.
+    let dir = fresh_dir("search-resume");
+    let (_, _, out) = search_checked(&dir, &graph, &["--jobs", "1", "--budget", "30", "--seed", cheap_seed]);
+    let first_best = parse_json(&std::fs::read_to_string(&out).unwrap())["real_cost"].as_f64().unwrap();
+    assert!(first_best <= cheap);
+    let (_, labels, out) = search_checked(&dir, &graph, &["--jobs", "1", "--budget", "45", "--seed", dear_seed]);
+    let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+    // The chain starts at the first run's best, not at its own starts'.
+    assert_eq!(result["trajectory"][0][1].as_f64().unwrap(), first_best);
+    assert!(result["real_cost"].as_f64().unwrap() <= first_best);
+    let keys: Vec<String> =
+        std::fs::read_to_string(&labels).unwrap().lines().map(|l| parse_json(l)["extraction"].to_string()).collect();
+    assert_eq!(keys.len(), 45, "the resumed run spends exactly the rest of the budget");
+    let distinct: std::collections::HashSet<&String> = keys.iter().collect();
+    assert_eq!(distinct.len(), keys.len(), "an extraction was labelled twice");
+}
+
+#[test]
 fn search_with_a_model_screening_its_moves_anneals_as_plain_search_until_the_first_fit() {
     let graph = repo("datasets/esyn/mul3.json");
     let mut runs = Vec::new();

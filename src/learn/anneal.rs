@@ -167,7 +167,9 @@ pub struct SearchOutcome {
 }
 
 /// Simulated annealing from the best of the greedy, dag-greedy and linear
-/// SmoothE extractions (labelled first, as `train-cost` does). Each step
+/// SmoothE extractions (labelled first, as `train-cost` does), or from the
+/// cheapest extraction already labelled in the log when that is cheaper (a
+/// search resumed, or continuing from `train-cost`'s labels). Each step
 /// labels `proposals` distinct neighbours of the current extraction (1 to
 /// `moves` classes switched) and moves to the best of them by the
 /// Metropolis rule. With `screen` > 0, once the log holds
@@ -206,14 +208,25 @@ pub fn anneal(
         Ok(costs)
     };
     let costs = label(log, &starts, &mut budget, &mut asked, &mut calls)?;
-    let Some((current, current_cost)) =
-        starts.iter().zip(&costs).filter_map(|(e, c)| c.map(|c| (e.clone(), c))).min_by(|a, b| a.1.total_cmp(&b.1))
+    // Every labelled extraction of the design, an earlier run's
+    // (`train-cost`'s or another search's) too: the chain starts at the
+    // cheapest start, or at a logged one that is cheaper still, and never
+    // proposes a labelled one again.
+    let labelled = dataset(original, problem, log, &fingerprint, &oracle_id, 0.0, &starts)?;
+    let Some((current, current_cost)) = starts
+        .iter()
+        .zip(&costs)
+        .filter_map(|(e, c)| c.map(|c| (e, c)))
+        .chain(labelled.iter().map(|l| (&l.extraction, l.cost)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(e, c)| (e.clone(), c))
     else {
         bail!("the oracle failed on every starting extraction; see the label log for the errors");
     };
     let mut best = (current.clone(), current_cost);
     let mut trajectory = vec![(starts.len(), best.1)];
-    let mut seen: HashSet<Extraction> = starts.iter().cloned().collect();
+    let mut seen: HashSet<Extraction> =
+        starts.iter().cloned().chain(labelled.into_iter().map(|l| l.extraction)).collect();
     let mut chain = Chain::new(current, current_cost, config, budget / config.proposals.max(1));
     let mut stale = 0;
     // The design's feature layout, built once for every refit.
