@@ -341,8 +341,8 @@ def report():
                  " measured." if mean(ceiling) < 5 else ", what a frozen model could return if it found those rows."),
               f"- The model scores the loop's best labelled extraction cheaper than its own frozen pick in"
               f" **{len(stops_short)} of {len(scored)}** runs. There the optimiser, not the model, stops short:"
-              f" the model holds its training rows as features, not extractions, and its search from greedy,"
-              f" dag-greedy and linear SmoothE does not find an extraction with a cheaper row's features.", "",
+              f" a model file holds no extraction, and the search from greedy, dag-greedy and linear SmoothE does"
+              f" not reach one the model scores that low.", "",
               f"Best real {METRIC} against oracle calls, relative to the better greedy: `{NAME}.svg`."]
     lines += picks_report(rows, circuits)
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
