@@ -94,3 +94,19 @@ def pct(a, b):
 def fmt(v, digits=1):
     """A table cell: the number with `digits` decimals, or "-"."""
     return "-" if v is None else f"{v:.{digits}f}"
+
+
+def run_all(one, tasks, par):
+    """`one` over `tasks`, `par` at a time, results in task order."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(par) as pool:
+        return list(pool.map(one, tasks))
+
+
+def write_rows(path, rows):
+    """Rows (dicts sharing the last row's keys) as a CSV file with a header."""
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[-1].keys()))
+        w.writeheader()
+        w.writerows(rows)

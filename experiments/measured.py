@@ -6,7 +6,7 @@ For each circuit and seed, with the ABC area oracle (or ORACLE=..., with
 METRIC=... naming what it measures):
 
 1. the loop, `train-cost` at its defaults with BUDGET calls (as in
-   ablation.py), whose final model keeps the real cost of every feature row
+   ablation.py), whose final model keeps the real cost of every extraction
    it labelled;
 2. the frozen extraction, `extract --model`, with that model and with a
    copy whose measurements are removed (the model as it chose before it
@@ -24,9 +24,9 @@ import json
 import os
 import struct
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, run
+from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, run,
+                        run_all, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 STEPS = os.environ.get("STEPS", "1000")
@@ -94,12 +94,12 @@ def report():
              f"{sorted({int(r['seed']) for r in rows})}, the loop's final model after {BUDGET} oracle calls, frozen"
              f" (`extract --model`, {STEPS} SmoothE steps, no time limit). `without` is the same model with its"
              " measurements removed (as models chose before they kept them), `with` the model as saved: a"
-             " candidate whose features the oracle measured on this design is judged by that measurement."
+             " candidate the oracle measured on this design is judged by that measurement."
              " `picked`: which of the model's optimum and the greedy, dag-greedy and linear-SmoothE extractions"
              f" each chose. Positive % = smaller {METRIC}.", "",
-             f"| circuit | seed | greedy | dag-greedy | linear SmoothE | loop's best label | without | picked |"
-             f" with | picked | with vs without % | with vs better greedy % | with vs linear % |"
-             f" with: predicted | with: measured in training |",
+             "| circuit | seed | greedy | dag-greedy | linear SmoothE | loop's best label | without | picked |"
+             " with | picked | with vs without % | with vs better greedy % | with vs linear % |"
+             " with: predicted | with: measured in training |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     gains, vs_greedy_bare, vs_greedy, worse_lin_bare, worse_lin = [], [], [], 0, 0
     for r in rows:
@@ -125,13 +125,8 @@ def report():
 
 
 def main():
-    tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
-    with ThreadPoolExecutor(PAR) as pool:
-        rows = list(pool.map(one, tasks))
-    with open(HERE / f"{NAME}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    rows = run_all(one, [(c, s) for s in SEEDS for c in CIRCUITS], PAR)
+    write_rows(HERE / f"{NAME}.csv", rows)
     report()
 
 

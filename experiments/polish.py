@@ -11,13 +11,11 @@ at the same seeds (ABLATION=ablation-twinfree by default, whose label logs
 stay in experiments/out/ABLATION). Writes polish.csv and polish.md.
 Finished runs are kept (a stopped run resumes).
 """
-import csv
 import json
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, oracle_label, pct, run
+from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, oracle_label, pct, run, run_all, write_rows
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 FIRST = int(os.environ.get("FIRST", "200"))
@@ -104,13 +102,8 @@ def report(rows):
 
 
 def main():
-    tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
-    with ThreadPoolExecutor(PAR) as pool:
-        rows = list(pool.map(one, tasks))
-    with open(HERE / f"{NAME}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    rows = run_all(one, [(c, s) for s in SEEDS for c in CIRCUITS], PAR)
+    write_rows(HERE / f"{NAME}.csv", rows)
     report(rows)
 
 
