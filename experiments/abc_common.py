@@ -1,10 +1,13 @@
-"""What the ABC-oracle experiments (ablation.py, transfer.py, landscape.py)
-share: paths, the smoothe binary under test, running a command, measuring an
-extraction with the oracle (ABC area by default), and rank correlation."""
+"""What the ABC-oracle experiments (ablation.py, transfer.py, landscape.py,
+measured.py, polish.py) share: paths, the smoothe binary under test, running
+a command or a pool of tasks, measuring an extraction with the oracle (ABC
+area by default), rank correlation, and table and CSV helpers."""
+import csv
 import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +89,12 @@ def num(v):
         return None
 
 
+def mean(xs):
+    """The mean of the numbers in xs, None skipped; nan when none is left."""
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
 def pct(a, b):
     """How far a lies below b, in % of b (positive: a is smaller); None if either is missing."""
     return None if a is None or b is None else 100 * (b - a) / b
@@ -98,14 +107,12 @@ def fmt(v, digits=1):
 
 def run_all(one, tasks, par):
     """`one` over `tasks`, `par` at a time, results in task order."""
-    from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(par) as pool:
         return list(pool.map(one, tasks))
 
 
 def write_rows(path, rows):
     """Rows (dicts sharing the last row's keys) as a CSV file with a header."""
-    import csv
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[-1].keys()))
         w.writeheader()

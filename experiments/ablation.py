@@ -32,9 +32,9 @@ import csv
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, num, oracle, oracle_label, predict, run, spearman
+from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, mean, num, oracle, oracle_label, predict, run, run_all,
+                        spearman, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -169,20 +169,15 @@ def main(collect_only=False, refreeze=False):
         tasks = [t for t in tasks if (OUT / t[0].replace("/", "_") / str(t[1]) / "linear.json").exists()]
         if refreeze:
             dirs = [(SHARED / f"{c}.json", OUT / c.replace("/", "_") / str(s), s) for c, s in tasks]
-            with ThreadPoolExecutor(PAR) as pool:
-                list(pool.map(lambda a: freeze(*a), dirs))
+            run_all(lambda a: freeze(*a), dirs, PAR)
         results = [collect(t) for t in tasks]
     else:
-        with ThreadPoolExecutor(PAR) as pool:
-            results = list(pool.map(one, tasks))
+        results = run_all(one, tasks, PAR)
     rows = [r for r, _ in results]
     old = read_rows() if os.environ.get("KEEP") else []
     keep = {(r["circuit"], r["seed"]) for r in rows}
     rows = [r for r in old if (r["circuit"], r["seed"]) not in keep] + rows
-    with open(HERE / f"{NAME}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[-1].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(HERE / f"{NAME}.csv", rows)
     old_curves = read_curves() if os.environ.get("KEEP") else {}
     for (c, s), (_, cv) in zip(tasks, results):
         for m, ys in cv.items():
@@ -211,11 +206,6 @@ def read_curves():
         for r in csv.DictReader(f):
             out.setdefault((r["circuit"], int(r["seed"]), r["method"]), []).append(float(r["best"]))
     return out
-
-
-def mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else float("nan")
 
 
 def rel_sd(xs):

@@ -15,7 +15,8 @@ import json
 import os
 import shutil
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, oracle_label, pct, run, run_all, write_rows
+from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, mean, oracle_label, pct, run, run_all,
+                        write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 FIRST = int(os.environ.get("FIRST", "200"))
@@ -90,7 +91,6 @@ def report(rows):
         lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(r['loop_first'])} | {fmt(r['polished'])} |"
                      + "".join(f" {fmt(r[m])} |" for m in COMPARED)
                      + f" {fmt(g_loop, 2)} | {fmt(g_free, 2)} |")
-    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
     lines += ["", "Positive % = the polished run's best real " + METRIC + " is lower.", "",
               f"- Polished against the loop at its defaults: **{mean(vs_loop):.2f}%** lower on average,"
               f" lower on {sum(g > 0 for g in vs_loop)} of {len(vs_loop)}, higher on {sum(g < 0 for g in vs_loop)}.",

@@ -137,10 +137,7 @@ fn preprocess_with(g: &EGraph, drop_twins_first: bool) -> Result<Reduced> {
         alive: vec![true; nn],
     };
     let mut stats = PreprocessStats::default();
-    let twin_of = match drop_twins_first {
-        true => drop_twins(g, &mut w, &mut stats),
-        false => NodeIdx::range(nn).collect(),
-    };
+    let twin_of = if drop_twins_first { drop_twins(g, &mut w, &mut stats) } else { NodeIdx::range(nn).collect() };
     let mut is_root = vec![false; g.num_classes()];
     for &r in g.roots() {
         is_root[r.index()] = true;
