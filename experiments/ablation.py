@@ -31,6 +31,7 @@ extraction of every finished run with the binary under test, then collects
 import csv
 import json
 import os
+import random
 import sys
 
 from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, mean, num, oracle, oracle_label, predict, run, run_all,
@@ -225,7 +226,6 @@ def null_note(spreads, seeds, circuits):
     fixed seed)."""
     if not spreads:
         return "(With one seed the spread between seeds is not measured.)"
-    import random
     sd = mean(spreads) / 100 / seeds ** 0.5
     rng = random.Random(0)
     gaps, hits = [], 0
