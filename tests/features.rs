@@ -112,11 +112,7 @@ fn structure_pairs_count_the_edges_of_a_hand_made_graph() {
     assert_eq!(get("pair:<unseen>"), 0.0);
 }
 
-/// A small ensemble fitted to 40 random extractions of `problem` (returned
-/// with it), bound with the trust region centred on its `centres` cheapest
-/// rows (0: on every row); a centred model is recorded as trained on
-/// `original`, the only kind a trust region is centred for.
-fn small_model(problem: &Reduced, original: &EGraph, seed: u64, centres: usize) -> (LearnedCost, Vec<Extraction>) {
+fn small_model(problem: &Reduced, original: &EGraph, seed: u64) -> LearnedCost {
     let fz = Featurizer::fresh(FeatureKind::Structure, problem, original);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let data: Vec<Extraction> = (0..40).map(|_| random_extraction(&problem.graph, &mut rng)).collect();
@@ -125,12 +121,16 @@ fn small_model(problem: &Reduced, original: &EGraph, seed: u64, centres: usize) 
         x.iter().map(|r| r.iter().enumerate().map(|(j, v)| v * ((j % 3) as f64 - 0.7)).sum::<f64>().powi(2)).collect();
     let test = vec![false; x.len()];
     let cfg = TrainConfig { members: 3, epochs: 80, patience: 20, ..TrainConfig::default() };
-    let mut model = train(&x, &y, &test, fz.layout.clone(), &cfg, seed, &device()).unwrap();
-    if centres > 0 {
-        model.meta.egraphs = vec![original.fingerprint()];
-    }
-    let conservatism = Conservatism { kappa: 0.7, trust: 0.5, free_distance: 0.5, centres };
-    (LearnedCost::new(model, problem, original, conservatism, 0.3, &device()).unwrap(), data)
+    let model = train(&x, &y, &test, fz.layout.clone(), &cfg, seed, &device()).unwrap();
+    LearnedCost::new(
+        model,
+        problem,
+        original,
+        Conservatism { kappa: 0.7, trust: 0.5, free_distance: 0.5 },
+        0.3,
+        &device(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -138,8 +138,7 @@ fn conservative_objective_gradient_matches_finite_differences() {
     let (mut checked, mut with_residual) = (0, 0);
     for (i, (original, problem)) in problems().iter().enumerate().filter(|(_, (_, p))| p.graph.num_nodes() < 80).take(6)
     {
-        // Half of them with the trust region centred on a few rows.
-        let (cost, _) = small_model(problem, original, i as u64, 3 * (i % 2));
+        let cost = small_model(problem, original, i as u64);
         with_residual += usize::from(cost.model().meta.residual_length > 0.0);
         let nn = problem.graph.num_nodes();
         let batch = 2;
@@ -172,7 +171,7 @@ fn conservative_objective_gradient_matches_finite_differences() {
 #[test]
 fn objective_prices_extractions_as_its_expectation_does() {
     for (i, (original, problem)) in problems().iter().enumerate().take(8) {
-        let (cost, _) = small_model(problem, original, 7 + i as u64, 3 * (i % 2));
+        let cost = small_model(problem, original, 7 + i as u64);
         let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
         for _ in 0..4 {
             let e = random_extraction(&problem.graph, &mut rng);
@@ -181,50 +180,4 @@ fn objective_prices_extractions_as_its_expectation_does() {
             assert!((relaxed - direct).abs() <= 1e-4 * direct.abs().max(1.0), "graph {i}: {relaxed} vs {direct}");
         }
     }
-}
-
-#[test]
-fn a_trust_region_is_centred_on_the_rows_the_model_scores_cheapest() {
-    let mut centred_rows = 0;
-    for (i, (original, problem)) in problems().iter().enumerate().filter(|(_, (_, p))| p.graph.num_nodes() < 80).take(6)
-    {
-        let (centred, data) = small_model(problem, original, 20 + i as u64, 3);
-        let (all, _) = small_model(problem, original, 20 + i as u64, 0);
-        let (c, a) = (centred.predict(&data).unwrap(), all.predict(&data).unwrap());
-        // The same model: only the trust distance changes.
-        for (c, a) in c.iter().zip(&a) {
-            assert!((c.mean - a.mean).abs() < 1e-4 && (c.std - a.std).abs() < 1e-4, "graph {i}: {c:?} vs {a:?}");
-            assert!(a.distance < 1e-3, "graph {i}: a training row lies {} from the nearest row", a.distance);
-            assert!(c.distance >= a.distance - 1e-4, "graph {i}: nearer a centre than any row");
-        }
-        // The centres are the 3 cheapest distinct rows by mean + kappa * std
-        // (the anchors hold each distinct row once): a row lies at one
-        // exactly when it is among them.
-        let score = |p: &smoothe::learn::objective::Prediction| p.mean + 0.7 * p.std;
-        let mut distinct: Vec<f64> = a.iter().map(score).collect();
-        distinct.sort_by(f64::total_cmp);
-        distinct.dedup_by(|x, y| (*x - *y).abs() < 1e-6);
-        if distinct.len() > 3 {
-            for (k, p) in c.iter().enumerate() {
-                let cheapest = score(&a[k]) <= distinct[2] + 1e-6;
-                assert_eq!(
-                    p.distance < 1e-3,
-                    cheapest,
-                    "graph {i}: row {k} ({} vs {:?})",
-                    score(&a[k]),
-                    &distinct[..3]
-                );
-                centred_rows += usize::from(cheapest);
-            }
-        }
-        // Bound to several designs' model, the region is not centred.
-        let mut model = all.model().clone();
-        model.meta.egraphs = vec![original.fingerprint(), "another design".into()];
-        let conservatism = Conservatism { centres: 3, ..all.conservatism };
-        let several = LearnedCost::new(model, problem, original, conservatism, 0.3, &device()).unwrap();
-        for (s, a) in several.predict(&data).unwrap().iter().zip(&a) {
-            assert!((s.distance - a.distance).abs() < 1e-6, "graph {i}: a model of several designs was centred");
-        }
-    }
-    assert!(centred_rows >= 6, "only {centred_rows} rows at a centre over 6 graphs");
 }

@@ -104,9 +104,6 @@ pub struct Ensemble {
     /// The residual term's weight per anchor `[rows]` (standardised target
     /// units; 0 for an anchor it was not fitted on), if the model has one.
     residual: Option<Tensor>,
-    /// The anchors the trust distance is measured to, `[centres, F]`, where
-    /// not all of them (see [`Ensemble::centred_on`]); never saved.
-    centres: Option<Tensor>,
     /// Metadata.
     pub meta: ModelMeta,
 }
@@ -118,9 +115,7 @@ pub struct Predicted {
     /// Standard deviation over members, `[batch]`.
     pub std: Tensor,
     /// Root-mean-square distance of the standardised features to the
-    /// nearest anchor (of the centres, for an ensemble
-    /// [`Ensemble::centred_on`] some), in units of `anchor_spacing`,
-    /// `[batch]`.
+    /// nearest anchor, in units of `anchor_spacing`, `[batch]`.
     pub distance: Tensor,
 }
 
@@ -128,32 +123,9 @@ impl Ensemble {
     /// An ensemble of `members` (each a list of layers) with `meta`.
     /// Checks that the layer shapes chain from the feature count to 1.
     pub fn new(members: Vec<Vec<Linear>>, anchors: Tensor, meta: ModelMeta) -> Result<Self> {
-        let e = Ensemble { members, anchors, residual: None, centres: None, meta };
+        let e = Ensemble { members, anchors, residual: None, meta };
         e.validate()?;
         Ok(e)
-    }
-
-    /// This ensemble with its trust distance ([`Predicted::distance`])
-    /// measured to the anchors `rows` (indices) alone; the residual term
-    /// still uses every anchor. Errors if `rows` is empty or out of range.
-    pub fn centred_on(&self, rows: &[usize]) -> Result<Ensemble> {
-        let n = self.anchors.dim(0)?;
-        if rows.is_empty() || rows.iter().any(|&r| r >= n) {
-            bail!("trust-region centres {rows:?} are not among the model's {n} anchors");
-        }
-        let index: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        let index = Tensor::from_vec(index, rows.len(), self.anchors.device())?;
-        Ok(Ensemble { centres: Some(self.anchors.index_select(&index, 0)?), ..self.clone() })
-    }
-
-    /// The anchors as raw (unstandardised) features `[rows, F]`, f32: what
-    /// [`Ensemble::predict`] takes.
-    pub fn anchor_features(&self) -> Result<Tensor> {
-        let f = self.dim();
-        let dev = self.anchors.device();
-        let mean = Tensor::from_slice(&self.meta.input_mean, f, dev)?.to_dtype(DType::F32)?;
-        let scale = Tensor::from_slice(&self.meta.input_scale, f, dev)?.to_dtype(DType::F32)?;
-        Ok(self.anchors.to_dtype(DType::F32)?.broadcast_mul(&scale)?.broadcast_add(&mean)?)
     }
 
     /// This ensemble plus the residual term `fit` (see [`super::residual`]),
@@ -349,13 +321,7 @@ impl Ensemble {
         let f = self.dim() as f64;
         // Mean squared difference to every anchor, `[batch, anchors]`.
         let d2 = (x.unsqueeze(1)?.broadcast_sub(&anchors.unsqueeze(0)?)?.sqr()?.sum(2)? / f)?;
-        let nearest = match &self.centres {
-            Some(c) => {
-                let c = c.to_device(x.device())?.to_dtype(x.dtype())?;
-                (x.unsqueeze(1)?.broadcast_sub(&c.unsqueeze(0)?)?.sqr()?.sum(2)? / f)?.min_keepdim(1)?.squeeze(1)?
-            }
-            None => d2.min_keepdim(1)?.squeeze(1)?,
-        };
+        let nearest = d2.min_keepdim(1)?.squeeze(1)?;
         let distance = ((nearest + 1e-10)?.sqrt()? / self.meta.anchor_spacing)?;
         let var = y.broadcast_sub(&y.mean_keepdim(0)?)?.sqr()?.mean(0)?;
         let mut mean = y.mean(0)?;
@@ -475,7 +441,7 @@ impl Ensemble {
             members.push(layers);
         }
         let anchors = tensors.get("anchors").cloned().context("missing tensor anchors")?;
-        let mut e = Ensemble { members, anchors, residual: None, centres: None, meta };
+        let mut e = Ensemble { members, anchors, residual: None, meta };
         e.residual = match (tensors.get("residual.rows"), tensors.get("residual.weights")) {
             // Format 5 stored the fitted rows beside their weights.
             (Some(rows), Some(weights)) if e.meta.format == 5 => {

@@ -41,11 +41,6 @@ pub struct ExtractArgs {
     /// row spacing away from the nearest labelled row (0: off).
     #[arg(long, default_value_t = Conservatism::FROZEN.trust)]
     trust: f64,
-    /// With --model, on the design it was trained on: measure that distance
-    /// to the N labelled rows the model scores cheapest, not to every one
-    /// (0: every one).
-    #[arg(long, default_value_t = Conservatism::FROZEN.centres)]
-    centres: usize,
     /// With --model and --method random: how many samples to judge.
     #[arg(long, default_value_t = 1000)]
     samples: usize,
@@ -73,7 +68,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         seed: a.seed,
         model: a.model,
         quadratic: a.quadratic,
-        conservatism: Conservatism { kappa: a.kappa, trust: a.trust, centres: a.centres, ..Conservatism::FROZEN },
+        conservatism: Conservatism { kappa: a.kappa, trust: a.trust, ..Conservatism::FROZEN },
         linear_weight: a.linear_weight,
         samples: a.samples,
         smoothe,
