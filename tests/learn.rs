@@ -417,6 +417,20 @@ fn train_cost_improves_on_its_first_round_and_the_model_drives_extraction() {
         selection[result["pick"].as_str().unwrap()].as_f64().unwrap(),
         least.iter().copied().fold(f64::INFINITY, f64::min)
     );
+    // The model keeps how far its own optima measured from their
+    // predictions over the rounds, and the frozen extraction reports it.
+    let checks: Vec<(f64, f64)> = rounds
+        .iter()
+        .filter_map(|r| Some((r["optimum"]["predicted"]["mean"].as_f64()?, r["optimum"]["real"].as_f64()?)))
+        .collect();
+    assert!(!checks.is_empty(), "no round labelled its optimum");
+    let kept = model.meta.optimum_error.expect("the loop's optima were measured");
+    assert_eq!(kept.checked, checks.len());
+    let shares: Vec<f64> = checks.iter().map(|(p, r)| (r - p) / p).collect();
+    let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+    let worst = shares.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    assert!((kept.mean - mean).abs() < 1e-9 && (kept.worst - worst).abs() < 1e-9, "{kept:?}: {shares:?}");
+    assert_eq!(result["optimum_error"]["checked"].as_u64(), Some(checks.len() as u64), "{result}");
 }
 
 fn abc() -> Option<String> {

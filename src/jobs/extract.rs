@@ -4,7 +4,7 @@
 
 use crate::cost::{CostModel, QuadraticCost};
 use crate::extract::{self, ExtractOptions, SmoothEConfig};
-use crate::learn::network::Ensemble;
+use crate::learn::network::{Ensemble, OptimumError};
 use crate::learn::objective::{Conservatism, LearnedCost, Prediction};
 use crate::learn::reference::ReferenceEstimate;
 use crate::progress::Observer;
@@ -71,6 +71,9 @@ pub struct ExtractResult {
     pub prediction: Option<Prediction>,
     /// With a relative model: the reference cost it was scaled by.
     pub reference: Option<ReferenceEstimate>,
+    /// With a model trained by the loop: how far its own optima measured
+    /// from their predictions there.
+    pub optimum_error: Option<OptimumError>,
 }
 
 impl ExtractJob {
@@ -136,6 +139,9 @@ impl ExtractJob {
             if let Some(r) = m.reference() {
                 extra.insert("reference".into(), serde_json::to_value(r)?);
             }
+            if let Some(o) = m.model().meta.optimum_error {
+                extra.insert("optimum_error".into(), serde_json::to_value(o)?);
+            }
             prediction = Some(p);
         }
         let json = outcome.extraction.result_json(&graph, &method, seconds, Value::Object(extra))?;
@@ -148,6 +154,7 @@ impl ExtractJob {
             seconds,
             prediction,
             reference: learned.as_ref().and_then(|m| m.reference()),
+            optimum_error: learned.as_ref().and_then(|m| m.model().meta.optimum_error),
         })
     }
 }

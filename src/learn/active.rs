@@ -9,7 +9,7 @@ use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::measured::{self, MeasuredDesign};
 use super::metrics::TrainReport;
-use super::network::Ensemble;
+use super::network::{Ensemble, OptimumError};
 use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::reference::Reference;
 use super::train::{fine_tune, train_on_labels, TrainConfig};
@@ -458,6 +458,12 @@ pub fn train_cost(
         }
         rounds.push(summary(round, &model, log, &data, optimum, used, picks, fit_seconds));
     }
+    let checks: Vec<(f64, f64)> = rounds
+        .iter()
+        .filter_map(|r| r.optimum.as_ref())
+        .filter_map(|o| o.real.map(|real| (o.predicted.mean, real)))
+        .collect();
+    model.meta.optimum_error = OptimumError::of(&checks);
     let Some(best) = data.iter().min_by(|a, b| a.cost.total_cmp(&b.cost)) else {
         bail!("no oracle call succeeded; see the label log for the errors");
     };

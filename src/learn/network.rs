@@ -83,6 +83,12 @@ pub struct ModelMeta {
     /// files written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measured: Vec<MeasuredDesign>,
+    /// How far, in the loop that trained it, the model's own optima
+    /// measured from their predictions (see [`OptimumError`]). `None`: no
+    /// loop round labelled one (`--rounds 0`, a corpus model, an older
+    /// file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimum_error: Option<OptimumError>,
     /// Fit quality at training time.
     pub report: TrainReport,
     /// Hash of the tensor data, written by [`Ensemble::save`] and required
@@ -90,6 +96,40 @@ pub struct ModelMeta {
     /// is caught.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub checksum: String,
+}
+
+/// How far the real costs of a model's own optima lay from its predictions
+/// for them, as shares of the prediction (`(real - predicted) / predicted`;
+/// positive: the model was optimistic), over the rounds of the loop that
+/// trained it. Each round's optimum is predicted by the model of the round
+/// before, fitted without its label, so this is an out-of-sample error on
+/// the extractions an optimiser picks, where a model errs most: the honest
+/// error bar of a frozen model's own optimum, which the ensemble's spread
+/// understates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OptimumError {
+    /// Optima measured.
+    pub checked: usize,
+    /// Mean share.
+    pub mean: f64,
+    /// Largest share.
+    pub worst: f64,
+}
+
+impl OptimumError {
+    /// The error over `(predicted, real)` pairs; `None` for no pair or a
+    /// prediction that is not positive and finite.
+    pub fn of(pairs: &[(f64, f64)]) -> Option<OptimumError> {
+        if pairs.is_empty() || pairs.iter().any(|&(p, r)| !(p.is_finite() && p > 0.0 && r.is_finite())) {
+            return None;
+        }
+        let shares: Vec<f64> = pairs.iter().map(|&(p, r)| (r - p) / p).collect();
+        Some(OptimumError {
+            checked: shares.len(),
+            mean: shares.iter().sum::<f64>() / shares.len() as f64,
+            worst: shares.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
 }
 
 /// A deep ensemble of MLPs sharing one metadata record, and the
@@ -201,6 +241,9 @@ impl Ensemble {
         }
         if m.transfer_margin.is_some_and(|t| !(t.is_finite() && t >= 0.0)) {
             bail!("transfer margin {:?} is not a finite share of at least 0", m.transfer_margin);
+        }
+        if m.optimum_error.is_some_and(|o| o.checked == 0 || !(o.mean.is_finite() && o.worst.is_finite())) {
+            bail!("the optimum error {:?} is not finite over at least one optimum", m.optimum_error);
         }
         if let Some(d) = m.measured.iter().find(|d| !d.is_valid()) {
             bail!("the measured costs of e-graph {} are not all finite averages of at least one label", d.egraph);

@@ -157,6 +157,7 @@ pub fn train(
         residual_length: 0.0,
         transfer_margin: None,
         measured: Vec::new(),
+        optimum_error: None,
         report: TrainReport::default(),
         checksum: String::new(),
     };

@@ -84,6 +84,14 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         }
         if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
             eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
+        } else if let Some(o) = result.optimum_error.filter(|_| p.measured.is_none()) {
+            eprintln!(
+                "in the loop that trained it, this model's own optima measured {:+.1}% from their predictions \
+                 on average (worst {:+.1}%, {} rounds): a wider error bar than its spread",
+                100.0 * o.mean,
+                100.0 * o.worst,
+                o.checked
+            );
         }
         if let Some(charge) = result.json["optimum_charge"].as_f64().filter(|&c| c > 0.0) {
             eprintln!(
