@@ -1117,7 +1117,11 @@ fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
     let dev = device();
     let cfg = TrainConfig::default();
     let (x, y) = synthetic(4, 200, f, 1.0);
-    let base = train(&x, &y, &vec![false; x.len()], layout(f), &cfg, 1, &dev).unwrap();
+    let mut base = train(&x, &y, &vec![false; x.len()], layout(f), &cfg, 1, &dev).unwrap();
+    // As if a loop had trained it: the error of its optima there is its
+    // own, not the fine-tuned model's.
+    base.meta.optimum_error = smoothe::learn::network::OptimumError::of(&[(100.0, 104.0)]);
+    assert!(base.meta.optimum_error.is_some());
     // A related design: the same function with one term changed.
     let (x_new, y_new) = synthetic(5, 60, f, -2.0);
     let (x_eval, y_eval) = synthetic(6, 200, f, -2.0);
@@ -1130,6 +1134,7 @@ fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
     // It keeps the base normalisation and adds the new rows as anchors.
     assert_eq!(tuned.meta.input_mean, base.meta.input_mean);
     assert!(tuned.anchors().dim(0).unwrap() > base.anchors().dim(0).unwrap());
+    assert_eq!(tuned.meta.optimum_error, None, "the base's optimum error carried over");
     // With fewer labels than folds need, nothing tells fitting from
     // forgetting: the weights stay, and so does the residual term (its
     // weights spread over more anchors, zero on the new ones, so the sums

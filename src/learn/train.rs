@@ -189,7 +189,9 @@ pub fn train_on_labels(
 /// both what it was trained on and the new labels. The residual term is
 /// refitted on the new labels. With fewer than two training labels per
 /// member (too few for validation folds) the weights stay as they are, and
-/// so does `init`'s residual term unless the new labels give one.
+/// so does `init`'s residual term unless the new labels give one. The
+/// result has no [`ModelMeta::optimum_error`]: `init`'s describes the loop
+/// that trained `init`, and a loop around this fit records its own.
 pub fn fine_tune(
     init: &Ensemble,
     rows: &[Vec<f64>],
@@ -200,7 +202,7 @@ pub fn fine_tune(
     device: &Device,
 ) -> Result<Ensemble> {
     let split = Split::new(rows, targets, test, init.dim(), 0)?;
-    let mut meta = init.meta.clone();
+    let mut meta = ModelMeta { optimum_error: None, ..init.meta.clone() };
     for &i in &split.train_idx {
         for (j, &x) in rows[i].iter().enumerate() {
             meta.feature_low[j] = meta.feature_low[j].min(x);
