@@ -352,12 +352,14 @@ def optimum_error_note(rows):
     """Whether the loop's own optima bound the error of the frozen pick, where
     that pick is the model's own unmeasured optimum (`extract --model`
     reports this figure as the optimum's error bar)."""
-    own = [r for r in rows if r.get("frozen_measured") == 0 and optimum_shares(r)]
+    own = [(r, optimum_shares(r)) for r in rows if r.get("frozen_measured") == 0]
+    own = [(r, loop) for r, loop in own if loop]
     if not own:
         return ("- The frozen pick's error against the loop's own optima: not recorded in these rows"
                 " (`--collect` on the runs adds it).")
-    share = [(r["frozen"] - r["frozen_predicted"]) / r["frozen_predicted"] for r in own]
-    within = sum(s <= max(optimum_shares(r)) for s, r in zip(share, own))
+    share = [(r["frozen"] - r["frozen_predicted"]) / r["frozen_predicted"] for r, _ in own]
+    within = sum(s <= max(loop) for s, (_, loop) in zip(share, own))
+    own = [r for r, _ in own]
     spread = sum(abs(r["frozen"] - r["frozen_predicted"]) <= r["frozen_std"] for r in own)
     return (f"- Where the frozen pick is the model's own optimum, not an extraction it measured ({len(own)} of"
             f" {len(rows)} runs), its real {METRIC} lies {100 * mean(share):+.2f}% from the prediction on average;"

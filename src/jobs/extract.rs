@@ -130,6 +130,7 @@ impl ExtractJob {
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
         let mut prediction = None;
+        let optimum_error = learned.as_ref().and_then(|m| m.model().meta.optimum_error);
         if let Some(m) = &learned {
             let reduced = problem
                 .from_original(&outcome.extraction)
@@ -139,7 +140,7 @@ impl ExtractJob {
             if let Some(r) = m.reference() {
                 extra.insert("reference".into(), serde_json::to_value(r)?);
             }
-            if let Some(o) = m.model().meta.optimum_error {
+            if let Some(o) = optimum_error {
                 extra.insert("optimum_error".into(), serde_json::to_value(o)?);
             }
             prediction = Some(p);
@@ -154,7 +155,7 @@ impl ExtractJob {
             seconds,
             prediction,
             reference: learned.as_ref().and_then(|m| m.reference()),
-            optimum_error: learned.as_ref().and_then(|m| m.model().meta.optimum_error),
+            optimum_error,
         })
     }
 }
