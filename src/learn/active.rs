@@ -401,7 +401,9 @@ pub fn train_cost(
         if config.acquisition == Acquisition::Random {
             order.shuffle(&mut rng);
         } else {
-            let preds = cost.predict(&candidates)?;
+            // The ranking reads the model's verdicts only, never a
+            // measured cost (the pool skips the labelled extractions).
+            let preds = cost.predict_unmeasured(&candidates)?;
             let incumbent = best_before;
             let rank: Vec<f64> = preds
                 .iter()

@@ -226,11 +226,12 @@ impl LearnedCost {
     }
 
     /// [`Self::predict`] without the lookup of measured costs (`measured`
-    /// stays `None`): what an optimiser's scores read. The lookup hashes
-    /// every chosen class's and node's name; in the optimisers' scores it
-    /// took about a quarter of the CPU time of a 100-call loop on
-    /// esyn/c7552 (by `perf`), for an answer only the final choice reads.
-    fn predict_unmeasured(&self, extractions: &[Extraction]) -> Result<Vec<Prediction>> {
+    /// stays `None`): what an optimiser's scores and the loop's ranking of
+    /// new candidates read. The lookup hashes every chosen class's and
+    /// node's name; in the optimisers' scores it took about a quarter of
+    /// the CPU time of a 100-call loop on esyn/c7552 (by `perf`), for an
+    /// answer only the final choice reads.
+    pub fn predict_unmeasured(&self, extractions: &[Extraction]) -> Result<Vec<Prediction>> {
         let mut out = Vec::with_capacity(extractions.len());
         for chunk in extractions.chunks(256) {
             let rows: Vec<Vec<f64>> = chunk.iter().map(|e| self.featurizer.of_extraction(e)).collect::<Result<_>>()?;
@@ -249,11 +250,11 @@ impl LearnedCost {
 
     /// Conservative scores (plus the linear term) of extractions.
     pub fn scores(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
-        Ok(self.totals(self.predict_unmeasured(extractions)?, extractions, |p| self.score(p)))
+        Ok(self.totals(&self.predict_unmeasured(extractions)?, extractions, |p| self.score(p)))
     }
 
     /// `of(prediction)` plus the linear term, per extraction.
-    fn totals(&self, preds: Vec<Prediction>, extractions: &[Extraction], of: impl Fn(&Prediction) -> f64) -> Vec<f64> {
+    fn totals(&self, preds: &[Prediction], extractions: &[Extraction], of: impl Fn(&Prediction) -> f64) -> Vec<f64> {
         preds
             .iter()
             .zip(extractions)
@@ -339,7 +340,7 @@ impl CostModel for LearnedCost {
             Ok(preds) => preds,
             Err(_) => return vec![f64::INFINITY; extractions.len()],
         };
-        self.totals(preds, extractions, |p| match p.measured {
+        self.totals(&preds, extractions, |p| match p.measured {
             Some(cost) => cost,
             None if trained => self.score(p),
             None => p.mean + self.conservatism.kappa * p.std,
