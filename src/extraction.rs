@@ -9,12 +9,30 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// A choice of node per class (`None`: class not picked).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Extraction {
     /// Chosen node of each class, indexed by class.
     pub choices: Vec<Option<NodeIdx>>,
+}
+
+/// Hashes the choices as bytes, 64 classes per write: the searches keep
+/// sets of every extraction they judged, and a derived impl (a tag and a
+/// value per class, each its own write) made hashing a few per cent of a
+/// learned-cost loop. Equal extractions write equal bytes.
+impl Hash for Extraction {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let mut bytes = [0u8; 256];
+        for chunk in self.choices.chunks(64) {
+            for (slot, choice) in bytes.chunks_exact_mut(4).zip(chunk) {
+                slot.copy_from_slice(&choice.map_or(u32::MAX, NodeIdx::raw).to_le_bytes());
+            }
+            state.write(&bytes[..4 * chunk.len()]);
+        }
+        state.write_usize(self.choices.len());
+    }
 }
 
 /// Why an extraction is not valid. Names are original ids.

@@ -186,6 +186,15 @@ pub struct Featurizer {
     graph: EGraph,
     /// Row-major `[nodes, features]`.
     matrix: Vec<f64>,
+    /// The same rows sparse: node `n`'s non-zero (feature, value) entries
+    /// are `row_entries[row_start[n]..row_start[n + 1]]`, in feature order,
+    /// so featurizing an extraction adds the same values in the same order
+    /// as the dense rows, without the zeros.
+    row_start: Vec<usize>,
+    row_entries: Vec<(u32, f64)>,
+    /// Each node's position in its class's node list (what `slot_features`
+    /// is aligned with).
+    position_in_class: Vec<u32>,
     /// Per reduced node, its child slots: (child class, feature index of
     /// each possible child node, aligned with `class_nodes(child class)`).
     slot_start: Vec<usize>,
@@ -250,10 +259,26 @@ impl Featurizer {
                 }
             }
         }
+        let mut row_start = vec![0];
+        let mut row_entries = Vec::new();
+        for row in matrix.chunks(f.max(1)).take(nn) {
+            row_entries.extend(row.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(i, &v)| (i as u32, v)));
+            row_start.push(row_entries.len());
+        }
+        row_start.resize(nn + 1, row_entries.len());
+        let mut position_in_class = vec![0u32; nn];
+        for c in g.classes() {
+            for (i, &m) in g.class_nodes(c).iter().enumerate() {
+                position_in_class[m.index()] = i as u32;
+            }
+        }
         let mut fz = Featurizer {
             layout: FeatureLayout { kind, names: names.to_vec() },
             graph: g.clone(),
             matrix,
+            row_start,
+            row_entries,
+            position_in_class,
             slot_start: vec![0],
             slot_class: Vec::new(),
             slot_features: Vec::new(),
@@ -324,14 +349,12 @@ impl Featurizer {
         };
         for c in order {
             let n = (extraction.choices[c.index()].expect("checked")).index();
-            for (o, &m) in out.iter_mut().zip(&self.matrix[n * f..(n + 1) * f]) {
-                *o += m;
+            for &(i, v) in &self.row_entries[self.row_start[n]..self.row_start[n + 1]] {
+                out[i as usize] += v;
             }
             for s in self.slot_start[n]..self.slot_start[n + 1] {
-                let child_class = self.slot_class[s];
-                let m = extraction.choices[child_class.index()].expect("checked");
-                let pos = self.graph.class_nodes(child_class).iter().position(|&x| x == m).expect("own class");
-                if let Some(fi) = self.slot_features[s][pos] {
+                let m = extraction.choices[self.slot_class[s].index()].expect("checked");
+                if let Some(fi) = self.slot_features[s][self.position_in_class[m.index()] as usize] {
                     out[fi as usize] += 1.0;
                 }
             }
