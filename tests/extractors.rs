@@ -124,6 +124,46 @@ fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
 }
 
 #[test]
+fn complete_acyclic_matches_the_bottom_up_pass_and_keeps_acyclic_preferences() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    use smoothe::egraph::NodeIdx;
+    use smoothe::extract::{complete_acyclic, finalise_bottom_up, NodeKey};
+    use smoothe::extraction::Extraction;
+    let mut rng = StdRng::seed_from_u64(7);
+    let (mut acyclic, mut trials) = (0, 0);
+    for seed in 0..300 {
+        let g = graph(&random_graph_json(seed, 2 + seed as usize % 40, false));
+        let scores: Vec<f64> = g.nodes().map(|_| rng.random()).collect();
+        for _ in 0..5 {
+            let preferred: Vec<Option<NodeIdx>> = g
+                .classes()
+                .map(|c| {
+                    let nodes = g.class_nodes(c);
+                    (!rng.random_bool(0.05)).then(|| nodes[rng.random_range(0..nodes.len())])
+                })
+                .collect();
+            let got = complete_acyclic(&g, &preferred, |n| scores[n.index()]);
+            // The documented rule, computed by the bottom-up pass itself:
+            // preferred nodes first, then larger scores, kept for the
+            // classes the roots reach.
+            let (all, _) = finalise_bottom_up(&g, |n, _| {
+                (NodeKey { preferred: preferred[g.class_of(n).index()] == Some(n), score: scores[n.index()] }, 0.0)
+            });
+            let want = all.restricted_to_reachable(&g).unwrap_or(all);
+            assert_eq!(got, want, "seed {seed}");
+            trials += 1;
+            let as_given = Extraction { choices: preferred };
+            if as_given.is_valid(&g) {
+                acyclic += 1;
+                assert_eq!(got, as_given.restricted_to_reachable(&g).unwrap(), "seed {seed}");
+            }
+        }
+    }
+    // Both kinds of preference were tried.
+    assert!(acyclic > trials / 10 && acyclic < trials * 9 / 10, "{acyclic} of {trials} acyclic");
+}
+
+#[test]
 fn negative_costs_still_give_valid_results() {
     for seed in 0..200 {
         let g = graph(&random_graph_json(1000 + seed, 3 + (seed as usize % 5), true));

@@ -111,12 +111,6 @@ pub fn complete_acyclic(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl F
         }
         return out;
     }
-    complete_by_heap(g, preferred, score)
-}
-
-/// [`complete_acyclic`] without its fast path: the bottom-up pass over the
-/// whole graph.
-fn complete_by_heap(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl Fn(NodeIdx) -> f64) -> Extraction {
     let (all, _) = finalise_bottom_up(g, |n, _| {
         let c = g.class_of(n).index();
         (NodeKey { preferred: preferred[c] == Some(n), score: score(n) }, 0.0)
@@ -148,74 +142,4 @@ pub fn choice_cycles(g: &EGraph, preferred: &[Option<NodeIdx>], limit: usize) ->
         },
     );
     cycles
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::egraph::NodeSpec;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-
-    /// A random e-graph whose children point mostly to later classes (so
-    /// acyclic choices are common) and sometimes anywhere (cycles,
-    /// self-loops), with one root.
-    fn random_graph(rng: &mut StdRng) -> EGraph {
-        let classes = rng.random_range(2..40);
-        let mut nodes = Vec::new();
-        for c in 0..classes {
-            for i in 0..rng.random_range(1..=3) {
-                let kids = if rng.random_bool(0.3) { 0 } else { rng.random_range(1..=3) };
-                let children = (0..kids)
-                    .map(|_| {
-                        let k = if c + 1 < classes && rng.random_bool(0.85) {
-                            rng.random_range(c + 1..classes)
-                        } else {
-                            rng.random_range(0..classes)
-                        };
-                        ClassIdx::new(k)
-                    })
-                    .collect();
-                nodes.push(NodeSpec {
-                    name: format!("n{c}_{i}"),
-                    op: "f".into(),
-                    cost: 1.0,
-                    class: ClassIdx::new(c),
-                    children,
-                });
-            }
-        }
-        let names = (0..classes).map(|c| format!("c{c}")).collect();
-        EGraph::new(names, nodes, vec![ClassIdx::new(0)]).expect("valid graph")
-    }
-
-    #[test]
-    fn the_fast_path_returns_what_the_bottom_up_pass_does() {
-        let mut rng = StdRng::seed_from_u64(7);
-        let (mut fast, mut trials) = (0, 0);
-        for _ in 0..400 {
-            let g = random_graph(&mut rng);
-            let scores: Vec<f64> = g.nodes().map(|_| rng.random()).collect();
-            for _ in 0..5 {
-                let preferred: Vec<Option<NodeIdx>> = g
-                    .classes()
-                    .map(|c| {
-                        let nodes = g.class_nodes(c);
-                        (!rng.random_bool(0.05)).then(|| nodes[rng.random_range(0..nodes.len())])
-                    })
-                    .collect();
-                let got = complete_acyclic(&g, &preferred, |n| scores[n.index()]);
-                let want = complete_by_heap(&g, &preferred, |n| scores[n.index()]);
-                assert_eq!(got, want);
-                trials += 1;
-                let acyclic = Extraction { choices: preferred.clone() }.is_valid(&g);
-                fast += usize::from(acyclic);
-                if acyclic {
-                    assert_eq!(got, Extraction { choices: preferred }.restricted_to_reachable(&g).unwrap());
-                }
-            }
-        }
-        // Both kinds of preference were tried.
-        assert!(fast > trials / 10 && fast < trials * 9 / 10, "{fast} of {trials} acyclic");
-    }
 }

@@ -13,7 +13,7 @@ pub mod moves;
 mod random;
 mod smoothe;
 
-pub use bottom_up::{choice_cycles, complete_acyclic, NodeKey};
+pub use bottom_up::{choice_cycles, complete_acyclic, finalise_bottom_up, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
 pub use guided::{guided_search, with_model, BestOfRandom, GuidedSearch, SmoothEWith};
