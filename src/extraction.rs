@@ -132,13 +132,27 @@ impl Extraction {
     /// Keeps only the choices of classes reachable from the roots.
     /// Assumes a valid extraction.
     pub fn restricted_to_reachable(&self, g: &EGraph) -> Result<Extraction> {
-        let order = self.check(g)?;
-        let mut out = Extraction::empty(g.num_classes());
-        for c in order {
-            out.choices[c.index()] = self.choices[c.index()];
-        }
-        Ok(out)
+        Ok(only_classes(&self.choices, self.check(g)?))
     }
+}
+
+/// `choices` kept for the classes in `order` only.
+fn only_classes(choices: &[Option<NodeIdx>], order: Vec<ClassIdx>) -> Extraction {
+    let mut out = Extraction::empty(choices.len());
+    for c in order {
+        out.choices[c.index()] = choices[c.index()];
+    }
+    out
+}
+
+/// `choices` (one per class of `g`) restricted to the classes reachable
+/// from the roots, if they are a valid extraction; `None` otherwise.
+/// [`Extraction::restricted_to_reachable`] without the copy in and the
+/// defect out, which name the classes: for hot paths that only need to know.
+pub(crate) fn restricted_if_valid(g: &EGraph, choices: &[Option<NodeIdx>]) -> Option<Extraction> {
+    // Any defect stops the walk; which one is never read.
+    let stop = || Err(Defect::Cycle(Vec::new()));
+    walk_choices(g, choices, |_, _| stop(), |_| stop()).ok().map(|order| only_classes(choices, order))
 }
 
 /// An extraction of an *original* e-graph (as loaded, before

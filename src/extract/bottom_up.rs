@@ -7,7 +7,7 @@
 //! the one with the largest key is finalised first.
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
-use crate::extraction::{walk_choices, Defect, Extraction};
+use crate::extraction::{restricted_if_valid, Extraction};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -103,12 +103,7 @@ pub fn complete_acyclic(g: &EGraph, preferred: &[Option<NodeIdx>], score: impl F
     // reachable class not finalised had its preferred node ready.) One walk
     // instead of a heap over the whole graph: most moves of the active loop
     // and of the model-guided search are already acyclic.
-    let stop = |_: Option<NodeIdx>, _: ClassIdx| Err(Defect::RootMissing(String::new()));
-    if let Ok(order) = walk_choices(g, preferred, stop, |_| Err(Defect::RootMissing(String::new()))) {
-        let mut out = Extraction::empty(g.num_classes());
-        for c in order {
-            out.choices[c.index()] = preferred[c.index()];
-        }
+    if let Some(out) = restricted_if_valid(g, preferred) {
         return out;
     }
     let (all, _) = finalise_bottom_up(g, |n, _| {

@@ -261,11 +261,11 @@ impl Featurizer {
         }
         let mut row_start = vec![0];
         let mut row_entries = Vec::new();
-        for row in matrix.chunks(f.max(1)).take(nn) {
+        for n in 0..nn {
+            let row = &matrix[n * f..(n + 1) * f];
             row_entries.extend(row.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(i, &v)| (i as u32, v)));
             row_start.push(row_entries.len());
         }
-        row_start.resize(nn + 1, row_entries.len());
         let mut position_in_class = vec![0u32; nn];
         for c in g.classes() {
             for (i, &m) in g.class_nodes(c).iter().enumerate() {
