@@ -295,6 +295,18 @@ impl OriginalExtraction {
         let value: Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", path.display()))?;
         OriginalExtraction::from_json(g, &value).with_context(|| format!("{}", path.display()))
     }
+
+    /// Reads an extraction file as [`OriginalExtraction::load_file`] does
+    /// and checks it against `g`: an invalid one is an error naming the
+    /// file and the defect, for commands that measure, judge or export a
+    /// user's extraction.
+    pub fn load_valid_file(g: &EGraph, path: &std::path::Path) -> Result<OriginalExtraction> {
+        let ex = OriginalExtraction::load_file(g, path)?;
+        if let Err(defect) = ex.check(g) {
+            bail!("{}: invalid extraction: {defect}", path.display());
+        }
+        Ok(ex)
+    }
 }
 
 /// Depth-first walk over `choices` from the roots of `g`, the one traversal

@@ -1501,12 +1501,30 @@ fn predict_gives_the_verdict_extract_reported_and_refuses_what_is_not_an_extract
     let score = verdicts[1]["score"].as_f64().unwrap();
     let text_score: f64 = lines[1].split("(score ").nth(1).unwrap().split(';').next().unwrap().parse().unwrap();
     assert!((score - text_score).abs() < 1e-3, "{score} against {}", lines[1]);
-    // A file that is not a valid extraction of this e-graph is refused by name.
-    let bad = dir.join("bad.json");
-    std::fs::write(&bad, "{}").unwrap();
-    let (code, _, stderr) = cli(&["predict", "--model", &model, &graph, bad.to_str().unwrap()]);
-    assert_ne!(code, 0);
-    assert!(stderr.contains("bad.json"), "{stderr}");
+    // A file that is not a valid extraction of this e-graph is refused by
+    // name and defect, as the user's error it is: no choice at all, and
+    // the greedy extraction with a class it needs left out.
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "{}").unwrap();
+    let mut choices = parse_json(&std::fs::read_to_string(&greedy).unwrap())["choices"].clone();
+    let roots: Vec<String> = parse_json(&std::fs::read_to_string(&graph).unwrap())["root_eclasses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
+    let map = choices.as_object_mut().unwrap();
+    let needed = map.keys().find(|c| !roots.contains(c)).unwrap().clone();
+    map.remove(&needed);
+    let holed = dir.join("holed.json");
+    std::fs::write(&holed, serde_json::to_string(&choices).unwrap()).unwrap();
+    for (bad, defect) in [(&empty, "has no chosen node"), (&holed, "which has no chosen node")] {
+        let (code, _, stderr) = cli(&["predict", "--model", &model, &graph, bad.to_str().unwrap()]);
+        assert_ne!(code, 0);
+        let name = bad.file_name().unwrap().to_str().unwrap();
+        assert!(stderr.contains(&format!("{name}: invalid extraction: ")) && stderr.contains(defect), "{stderr}");
+        assert!(!stderr.contains("a bug"), "{stderr}");
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::learn::labels::LabelLog;
 use crate::learn::oracle::OracleSettings;
 use crate::progress::{quiet, Observer};
 use crate::{load, preprocess};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -90,10 +90,7 @@ impl LabelJob {
         let oracle = self.oracle.oracle(&[&self.labels])?;
         let mut items = Vec::with_capacity(extractions.len());
         for path in extractions {
-            let ex = OriginalExtraction::load_file(&graph, path)?;
-            if let Err(defect) = ex.check(&graph) {
-                bail!("{}: invalid extraction: {defect}", path.display());
-            }
+            let ex = OriginalExtraction::load_valid_file(&graph, path)?;
             items.push(ex.restricted_to_reachable(&graph)?);
         }
         let mut log = open_log(&self.labels)?;

@@ -41,7 +41,9 @@ impl PredictJob {
         let model = bind_model(&self.model, &problem, &graph, Conservatism::FROZEN, 0.0, &device)?;
         let mut reduced = Vec::with_capacity(extractions.len());
         for path in extractions {
-            let original = OriginalExtraction::load_file(&graph, path)?;
+            // Preprocessing drops only nodes no valid extraction uses, so a
+            // valid one always maps.
+            let original = OriginalExtraction::load_valid_file(&graph, path)?;
             reduced.push(problem.from_original(&original).with_context(|| {
                 format!("{}: the extraction does not map onto the preprocessed graph (a bug)", path.display())
             })?);
