@@ -186,15 +186,23 @@ impl LearnedCost {
 
     /// The conservative score of a prediction (without the linear term).
     pub fn score(&self, p: &Prediction) -> f64 {
-        p.mean + self.conservatism.kappa * p.std + self.charge(p)
+        self.score_under(p, self.conservatism)
+    }
+
+    fn score_under(&self, p: &Prediction, c: Conservatism) -> f64 {
+        p.mean + c.kappa * p.std + self.charge_under(p, c)
     }
 
     /// The trust-region charge: `trust * target_std` per range-width outside
     /// the training box, and per spacing beyond `free_distance` from the
     /// nearest training row.
     pub fn charge(&self, p: &Prediction) -> f64 {
-        let beyond = (p.distance - self.conservatism.free_distance).max(0.0);
-        self.conservatism.trust * self.model.meta.target_std * (p.outside + beyond)
+        self.charge_under(p, self.conservatism)
+    }
+
+    fn charge_under(&self, p: &Prediction, c: Conservatism) -> f64 {
+        let beyond = (p.distance - c.free_distance).max(0.0);
+        c.trust * self.model.meta.target_std * (p.outside + beyond)
     }
 
     /// Lower confidence bound `mean - beta * std`, plus the charge for
@@ -250,7 +258,36 @@ impl LearnedCost {
 
     /// Conservative scores (plus the linear term) of extractions.
     pub fn scores(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
-        Ok(self.totals(&self.predict_unmeasured(extractions)?, extractions, |p| self.score(p)))
+        self.scores_under(extractions, self.conservatism)
+    }
+
+    fn scores_under(&self, extractions: &[Extraction], c: Conservatism) -> Result<Vec<f64>> {
+        Ok(self.totals(&self.predict_unmeasured(extractions)?, extractions, |p| self.score_under(p, c)))
+    }
+
+    /// The expected score of node probabilities under `c`: what
+    /// [`CostModel::expected`] descends, for this model's conservatism or
+    /// a relaxed view's.
+    fn expected_under(&self, node_prob: &Tensor, c: Conservatism) -> candle_core::Result<Tensor> {
+        let dev = node_prob.device();
+        let dtype = node_prob.dtype();
+        let x = self.featurizer.of_probabilities(node_prob)?;
+        let p = self.model.predict(&x)?;
+        let mut y = (p.mean + (p.std * c.kappa)?)?;
+        if c.trust > 0.0 {
+            let f = self.low.len();
+            let low = Tensor::from_slice(&self.low, f, dev)?.to_dtype(dtype)?;
+            let high = Tensor::from_slice(&self.high, f, dev)?.to_dtype(dtype)?;
+            let width = Tensor::from_slice(&self.width, f, dev)?.to_dtype(dtype)?;
+            let over = (x.broadcast_sub(&high)?.relu()? + x.broadcast_sub(&low)?.neg()?.relu()?)?;
+            let outside = over.broadcast_div(&width)?.sum(1)?;
+            let beyond = (p.distance - c.free_distance)?.relu()?;
+            y = (y + ((outside + beyond)? * (c.trust * self.model.meta.target_std))?)?;
+        }
+        match &self.linear {
+            Some((l, w)) => y + (l.expected(node_prob)? * *w)?,
+            None => Ok(y),
+        }
     }
 
     /// `of(prediction)` plus the linear term, per extraction.
@@ -286,25 +323,7 @@ impl CostModel for LearnedCost {
         }
     }
     fn expected(&self, node_prob: &Tensor) -> candle_core::Result<Tensor> {
-        let dev = node_prob.device();
-        let dtype = node_prob.dtype();
-        let x = self.featurizer.of_probabilities(node_prob)?;
-        let p = self.model.predict(&x)?;
-        let mut y = (p.mean + (p.std * self.conservatism.kappa)?)?;
-        if self.conservatism.trust > 0.0 {
-            let f = self.low.len();
-            let low = Tensor::from_slice(&self.low, f, dev)?.to_dtype(dtype)?;
-            let high = Tensor::from_slice(&self.high, f, dev)?.to_dtype(dtype)?;
-            let width = Tensor::from_slice(&self.width, f, dev)?.to_dtype(dtype)?;
-            let over = (x.broadcast_sub(&high)?.relu()? + x.broadcast_sub(&low)?.neg()?.relu()?)?;
-            let outside = over.broadcast_div(&width)?.sum(1)?;
-            let beyond = (p.distance - self.conservatism.free_distance)?.relu()?;
-            y = (y + ((outside + beyond)? * (self.conservatism.trust * self.model.meta.target_std))?)?;
-        }
-        match &self.linear {
-            Some((l, w)) => y + (l.expected(node_prob)? * *w)?,
-            None => Ok(y),
-        }
+        self.expected_under(node_prob, self.conservatism)
     }
     fn cost_of(&self, extraction: &Extraction) -> f64 {
         self.scores(std::slice::from_ref(extraction)).map_or(f64::INFINITY, |y| y[0])
@@ -358,5 +377,39 @@ impl CostModel for LearnedCost {
             (Some(r), Some(margin)) if !r.measured => margin * r.cost,
             _ => 0.0,
         }
+    }
+    /// The model with its trust-region charge (leaving the training box,
+    /// and the distance from the training rows) times `share`; `None` when
+    /// it charges nothing.
+    fn relaxed(&self, share: f64) -> Option<Box<dyn CostModel + '_>> {
+        let c = self.conservatism;
+        (c.trust > 0.0).then(|| {
+            Box::new(Relaxed { cost: self, conservatism: Conservatism { trust: c.trust * share, ..c } })
+                as Box<dyn CostModel + '_>
+        })
+    }
+}
+
+/// A [`LearnedCost`] under a weaker trust-region charge than its own (see
+/// [`CostModel::relaxed`]): the same model, features and linear term.
+struct Relaxed<'a> {
+    cost: &'a LearnedCost,
+    conservatism: Conservatism,
+}
+
+impl CostModel for Relaxed<'_> {
+    fn name(&self) -> String {
+        format!("{}, relaxed to {} trust", self.cost.name(), self.conservatism.trust)
+    }
+    fn expected(&self, node_prob: &Tensor) -> candle_core::Result<Tensor> {
+        self.cost.expected_under(node_prob, self.conservatism)
+    }
+    fn cost_of(&self, extraction: &Extraction) -> f64 {
+        self.costs_of(std::slice::from_ref(extraction))[0]
+    }
+    fn costs_of(&self, extractions: &[Extraction]) -> Vec<f64> {
+        self.cost
+            .scores_under(extractions, self.conservatism)
+            .unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
     }
 }
