@@ -36,14 +36,6 @@ pub trait CostModel: Send + Sync {
     fn optimum_charge(&self) -> f64 {
         0.0
     }
-    /// The same objective with its charge for leaving what the model was
-    /// fitted to scaled by `share` (in `(0, 1)`), for a search that starts
-    /// under it to cross ground the full charge walls off before it
-    /// finishes under the full objective. `None` (the default): the model
-    /// has no such charge.
-    fn relaxed(&self, _share: f64) -> Option<Box<dyn CostModel + '_>> {
-        None
-    }
 }
 
 /// The linear (DAG) cost: the sum of the chosen nodes' costs, each class

@@ -118,10 +118,7 @@ fn keep_cheapest(
 /// model's optimisation can start from the cheapest of them by the model:
 /// a conservative model, which charges leaving its training data, cannot
 /// make gradient descent cross a wide region it has never seen to reach a
-/// good one, but the search can jump there. Where the model has a relaxed
-/// view ([`CostModel::relaxed`]), the search runs first under a share of
-/// its charge (`continuation`), then under the model itself from where
-/// that got to. Last, it returns the cheapest
+/// good one, but the search can jump there. Last, it returns the cheapest
 /// of the optimum and those three model-free extractions by the model's
 /// [`CostModel::selection_costs`] (for most models the same costs, so the
 /// optimum, which is no dearer than its starts, is kept).
@@ -130,8 +127,6 @@ pub struct SmoothEWith<'a> {
     pub smoothe: SmoothE,
     /// The objective.
     pub model: &'a dyn CostModel,
-    /// Shares of the model's trust charge searched under first, in turn.
-    pub continuation: Vec<f64>,
 }
 
 impl Extractor for SmoothEWith<'_> {
@@ -146,35 +141,12 @@ impl Extractor for SmoothEWith<'_> {
         linear.config.steps = self.smoothe.config.steps.div_ceil(3);
         let linear_start = linear.extract(problem)?;
         let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_start.clone()];
-        // Searches under the relaxed views, then under the model itself,
-        // each from the model-free starts and the last one's survivors,
-        // sharing half the time left.
-        let views: Vec<Box<dyn CostModel + '_>> =
-            self.continuation.iter().filter_map(|&share| self.model.relaxed(share)).collect();
-        let stages = views.len() + 1;
-        let searching = Instant::now();
-        let left = (self.smoothe.config.time_limit - start.elapsed().as_secs_f64()).max(0.0);
-        let deadline = |stage: usize| {
-            (self.smoothe.config.time_limit > 0.0).then(|| {
-                searching + std::time::Duration::from_secs_f64(left / 2.0 * (stage + 1) as f64 / stages as f64)
-            })
-        };
-        let mut from = starts.to_vec();
-        for (stage, view) in views.iter().enumerate() {
-            let seed = self.smoothe.seed.wrapping_add(1 + stage as u64);
-            let (survivors, _) =
-                guided_search(&problem.graph, view.as_ref(), &from, GuidedSearch::default(), seed, deadline(stage));
-            from = starts.to_vec();
-            from.extend(survivors.into_iter().map(|(e, _)| e));
-        }
-        let (survivors, generations) = guided_search(
-            &problem.graph,
-            self.model,
-            &from,
-            GuidedSearch::default(),
-            self.smoothe.seed,
-            deadline(stages - 1),
-        );
+        let deadline = (self.smoothe.config.time_limit > 0.0).then(|| {
+            let left = (self.smoothe.config.time_limit - start.elapsed().as_secs_f64()).max(0.0);
+            Instant::now() + std::time::Duration::from_secs_f64(left / 2.0)
+        });
+        let (survivors, generations) =
+            guided_search(&problem.graph, self.model, &starts, GuidedSearch::default(), self.smoothe.seed, deadline);
         let (searched, searched_cost) =
             survivors.into_iter().next().unwrap_or_else(|| (linear_start.clone(), f64::INFINITY));
         let mut main = self.smoothe.clone();
@@ -191,7 +163,6 @@ impl Extractor for SmoothEWith<'_> {
         details.insert("model_cost".into(), json!(model_cost));
         details.insert("search_model_cost".into(), json!(searched_cost));
         details.insert("search_generations".into(), json!(generations));
-        details.insert("search_stages".into(), json!(stages));
         Ok((e, details))
     }
 }
@@ -267,7 +238,6 @@ pub fn with_model<'a>(
     options: &ExtractOptions,
     model: &'a dyn CostModel,
     samples: usize,
-    continuation: &[f64],
 ) -> Result<Box<dyn Extractor + 'a>> {
     Ok(match name {
         "smoothe" => Box::new(SmoothEWith {
@@ -278,7 +248,6 @@ pub fn with_model<'a>(
                 progress: options.progress.clone(),
             },
             model,
-            continuation: continuation.to_vec(),
         }),
         "random" => Box::new(BestOfRandom { samples, seed: options.seed, model }),
         other => bail!("method {other:?} cannot take a cost model; use smoothe or random"),

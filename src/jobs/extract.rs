@@ -33,9 +33,6 @@ pub struct ExtractJob {
     pub linear_weight: f64,
     /// With a model and `random`: samples judged.
     pub samples: usize,
-    /// With a model and `smoothe`: shares of its trust charge searched
-    /// under first (see [`extract::SmoothEWith`]).
-    pub continuation: Vec<f64>,
     /// SmoothE's settings.
     pub smoothe: SmoothEConfig,
     /// Device for tensor work (`cpu` or `cuda`).
@@ -52,7 +49,6 @@ impl Default for ExtractJob {
             conservatism: Conservatism::FROZEN,
             linear_weight: 0.0,
             samples: 1000,
-            continuation: Vec::new(),
             smoothe: SmoothEConfig::default(),
             device: "cpu".into(),
         }
@@ -126,7 +122,7 @@ impl ExtractJob {
             (None, None) => None,
         };
         let extractor = match cost_model {
-            Some(m) => extract::with_model(&method, &options, m, self.samples, &self.continuation)?,
+            Some(m) => extract::with_model(&method, &options, m, self.samples)?,
             None => extract::by_name(&method, &options)?,
         };
         let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;

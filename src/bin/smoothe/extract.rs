@@ -44,11 +44,6 @@ pub struct ExtractArgs {
     /// With --model and --method random: how many samples to judge.
     #[arg(long, default_value_t = 1000)]
     samples: usize,
-    /// With --model (an experiment): shares of the trust charge that the
-    /// model-guided search runs under, in turn, before the full objective,
-    /// such as 0.1,0.3 (default: none).
-    #[arg(long, value_delimiter = ',')]
-    continuation: Vec<f64>,
     /// TOML file whose [smoothe] table sets SmoothE's settings (the flags
     /// below override it).
     #[arg(long)]
@@ -76,7 +71,6 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         conservatism: Conservatism { kappa: a.kappa, trust: a.trust, ..Conservatism::FROZEN },
         linear_weight: a.linear_weight,
         samples: a.samples,
-        continuation: a.continuation,
         smoothe,
         device: a.run.device.unwrap_or_else(|| "cpu".into()),
     };
