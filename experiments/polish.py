@@ -52,17 +52,16 @@ def one(task):
     common = ["--oracle", ORACLE, "--jobs", 1, "--seed", seed, "--threads", 1, "-q"]
     # The loop at its defaults and BUDGET calls: the ablation's run at this
     # seed, or one made here when the ablation has none.
-    full = a / "loop.labels.jsonl"
-    if not full.exists():
-        full = d / "full.labels.jsonl"
-        if not (d / "full.safetensors").exists():
-            full.unlink(missing_ok=True)
-            run([BIN, "train-cost", *common, "--budget", BUDGET, "--labels", full, "--out", d / "full.safetensors",
-                 graph])
-    if full.parent == d:
-        # Made here: the loop at FIRST calls is its first FIRST labels (the
-        # loop is the same until its budget cuts it short; `same_start`
-        # checks that where the loop at FIRST is run on its own).
+    here = not (a / "loop.labels.jsonl").exists()
+    full = d / "full.labels.jsonl" if here else a / "loop.labels.jsonl"
+    if here and not (d / "full.safetensors").exists():
+        full.unlink(missing_ok=True)
+        run([BIN, "train-cost", *common, "--budget", BUDGET, "--labels", full, "--out", d / "full.safetensors",
+             graph])
+    if here:
+        # The loop at FIRST calls is its first FIRST labels (the loop is the
+        # same until its budget cuts it short; `same_start` checks that
+        # where the loop at FIRST is run on its own).
         if not (d / "loop.labels.jsonl").exists():
             with open(full) as src:
                 (d / "loop.labels.jsonl").write_text("".join(src.readlines()[:FIRST]))
@@ -83,7 +82,7 @@ def one(task):
     # only in how the last calls are spent.
     keys = lambda log: [json.loads(line)["extraction"] for line in open(log)] if log.exists() else []
     ours, theirs = keys(d / "loop.labels.jsonl"), keys(full)
-    row["same_start"] = (len(ours) > 0 and ours == theirs[:len(ours)]) if full.parent != d else None
+    row["same_start"] = None if here else len(ours) > 0 and ours == theirs[:len(ours)]
     return row
 
 
@@ -114,8 +113,7 @@ def report(rows):
         lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(r['loop_first'])} | {fmt(r['polished'])} |"
                      + "".join(f" {fmt(r[m])} |" for m in COMPARED)
                      + f" {fmt(g_loop, 2)} | {fmt(g_free, 2)} |")
-    gained = {k: [pct(r[k], r["loop_first"]) for r in rows if pct(r[k], r["loop_first"]) is not None]
-              for k in ("loop", "polished")}
+    gained = {k: [g for r in rows if (g := pct(r[k], r["loop_first"])) is not None] for k in ("loop", "polished")}
     lines += ["", "Positive % = the polished run's best real " + METRIC + " is lower.", "",
               f"- What the last {BUDGET - FIRST} calls gained over the loop at {FIRST}, on average: the loop's own"
               f" rounds **{mean(gained['loop']):.2f}%**, the screened search **{mean(gained['polished']):.2f}%**.",
