@@ -21,6 +21,10 @@ os.environ.setdefault("SMOOTHE", str(BIN))
 # experiments/oracles/abc_area_lib2.sh (a cell library held out from
 # development); its label logs and outputs should then be kept apart (NAME=).
 ORACLE = Path(os.environ.get("ORACLE", ROOT / "examples" / "oracles" / "abc_area.sh")).resolve()
+# The circuits the learned-cost experiments run on (CIRCUITS="esyn/mul3 ..."
+# for fewer): every shipped esyn circuit and boole/mul16.
+CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
+    [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
 # What that oracle measures, as the reports name it (METRIC=delay with
 # experiments/oracles/abc_delay.sh).
 METRIC = os.environ.get("METRIC", "area")

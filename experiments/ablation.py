@@ -34,15 +34,13 @@ import os
 import random
 import sys
 
-from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, mean, num, oracle, oracle_label, predict, run, run_all,
-                        spearman, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, mean, num, oracle, oracle_label, predict,
+                        run, run_all, spearman, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
 JOBS = max(1, int(os.environ.get("JOBS", "2")) // PAR)
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
-CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
-    [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
 METHODS = ["loop", "sampler", "random", "anneal", "screened"]
 # Methods to (re)run; the others' finished logs are kept (METHODS="loop"
 # after a change to the loop alone).

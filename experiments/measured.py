@@ -25,15 +25,13 @@ import os
 import struct
 import sys
 
-from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, run,
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, run,
                         run_all, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 STEPS = os.environ.get("STEPS", "1000")
 PAR = int(os.environ.get("PAR", "2"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0").split()]
-CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
-    [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
 NAME = os.environ.get("NAME", "measured")
 OUT = ROOT / "experiments" / "out" / NAME
 

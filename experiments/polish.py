@@ -18,15 +18,13 @@ import json
 import os
 import shutil
 
-from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, mean, oracle_label, pct, run, run_all,
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, mean, oracle_label, pct, run, run_all,
                         write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 FIRST = int(os.environ.get("FIRST", "200"))
 PAR = int(os.environ.get("PAR", "2"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0").split()]
-CIRCUITS = os.environ.get("CIRCUITS", "").split() or \
-    [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))] + ["boole/mul16"]
 ABLATION = os.environ.get("ABLATION", "ablation-twinfree")
 NAME = os.environ.get("NAME", "polish")
 OUT = ROOT / "experiments" / "out" / NAME
