@@ -32,6 +32,11 @@ NAME = os.environ.get("NAME", "novelty")
 OUT = ROOT / "experiments" / "out" / NAME
 ARMS = {"loop": [], "random": ["--acquisition", "random"]}
 EARLIER = ["sampler", "random", "anneal"]
+# Where the loop before the change and the earlier model-free runs come
+# from (for another oracle: BEFORE=ablation-lib2.csv EARLIER_CSV=ablation-lib2.csv,
+# whose loop predates the earlier twin change too).
+BEFORE = os.environ.get("BEFORE", "polish.csv")
+EARLIER_CSV = os.environ.get("EARLIER_CSV", "ablation.csv")
 
 
 def labels(log):
@@ -77,8 +82,8 @@ def table(path, key_cols):
 def main():
     tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
     dirs = run_all(one, tasks, PAR)
-    before = table(HERE / "polish.csv", ["loop"])
-    earlier = table(HERE / "ablation.csv", EARLIER)
+    before = table(HERE / BEFORE, ["loop"])
+    earlier = table(HERE / EARLIER_CSV, EARLIER)
     rows = []
     for (circuit, seed), d in zip(tasks, dirs):
         loop = labels(d / "loop.labels.jsonl")[:BUDGET]
@@ -97,6 +102,11 @@ def main():
         })
     write_rows(HERE / f"{NAME}.csv", rows)
     report_md(rows)
+
+
+def below(p):
+    """A percentage from `pct` in words: "0.12% below" or "0.12% above"."""
+    return f"{abs(p):.2f}% {'below' if p >= 0 else 'above'}"
 
 
 def report_md(rows):
@@ -120,8 +130,9 @@ def report_md(rows):
         f"Made by `experiments/novelty.sh`: oracle {oracle_label()}, {BUDGET} oracle calls, seeds "
         f"{sorted({r['seed'] for r in rows})}. A round of `train-cost` now skips picks and screened candidates whose "
         "operator-level feature row equals a labelled extraction's or another pick's. `loop before`: the loop of "
-        "the code just before (`polish.csv`, same seeds); `random`: `--acquisition random` on the new pool; "
-        "`sampler`, `random then`, `anneal`: the model-free methods of `ablation.csv` at the same seeds; "
+        f"`{BEFORE}` at the same seeds (`polish.csv` is the code just before the change); "
+        "`random`: `--acquisition random` on the new pool; "
+        f"`sampler`, `random then`, `anneal`: the model-free methods of `{EARLIER_CSV}` at the same seeds; "
         "`best model-free`: the least of the four. Positive % = the loop is lower (better).",
         "",
         "| circuit | seed | loop | loop before | random | sampler | random then | anneal | best model-free "
@@ -140,17 +151,18 @@ def report_md(rows):
     reached = [c for c in calls if c is not None]
     lines += [
         "",
-        f"- The loop against itself before the change: **{mean(gain_before):.2f}%** lower on average; lower on "
+        f"- The loop against itself before the change: **{below(mean(gain_before))}** it on average; lower on "
         f"{lower}, higher on {higher}, equal on {n - lower - higher} of {n} runs.",
-        f"- Against the best model-free method of each run: the loop lies **{-mean(gain_free):.2f}%** above it on "
-        f"average (before the change: {-mean(before_free):.2f}%; target: at least 1% below) and above it on "
+        f"- Against the best model-free method of each run: the loop lies **{below(mean(gain_free))}** it on "
+        f"average (before the change: {below(mean(before_free))}; target: at least 1% below) and above it on "
         f"{worse} of {n} runs (target: none).",
         f"- By circuit, as `ablation.md` measures (each method's mean over the seeds, against the best of the "
-        f"model-free means): the loop lies **{-by_circuit('loop'):.2f}%** above (before the change: "
-        f"{-by_circuit('loop_before'):.2f}%).",
-        f"- Random picks from the new pool: the loop lies {mean([pct(r['loop'], r['random']) for r in rows]):.2f}% "
-        f"below them on average; they lie {mean([pct(r['random'], r['earlier_random']) for r in rows]):.2f}% below "
-        f"random picks from the pool as `ablation.csv` ran it, before this change and the earlier one that skips commutative twins (skipping twins is model-free: it helps both).",
+        f"model-free means): the loop lies **{below(by_circuit('loop'))}** it (before the change: "
+        f"{below(by_circuit('loop_before'))}).",
+        f"- Random picks from the new pool: the loop lies {below(mean([pct(r['loop'], r['random']) for r in rows]))} "
+        f"them on average; they lie {below(mean([pct(r['random'], r['earlier_random']) for r in rows]))} random "
+        f"picks from the pool as `{EARLIER_CSV}` ran it, before this change and the earlier one that skips "
+        "commutative twins (skipping twins needs no model).",
         f"- Calls for the loop to reach the best model-free {BUDGET}-call area: reached in {len(reached)} of {n} "
         f"runs (median of those {sorted(reached)[len(reached) // 2] if reached else '-'}; target: at most "
         f"{BUDGET // 2} on average).",
