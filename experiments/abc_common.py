@@ -99,6 +99,17 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def label_costs(log):
+    """The real costs of a label log, in its order (None for a failed call; [] if there is no log)."""
+    return [json.loads(line).get("cost") for line in open(log)] if log.exists() else []
+
+
+def least(costs):
+    """The least of the real costs, None skipped; None when none is left."""
+    costs = [c for c in costs if c is not None]
+    return min(costs) if costs else None
+
+
 def pct(a, b):
     """How far a lies below b, in % of b (positive: a is smaller); None if either is missing."""
     return None if a is None or b is None else 100 * (b - a) / b

@@ -34,8 +34,8 @@ import os
 import random
 import sys
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, mean, num, oracle, oracle_label, predict,
-                        run, run_all, spearman, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, label_costs, mean, num, oracle, oracle_label,
+                        predict, run, run_all, spearman, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -54,10 +54,7 @@ OUT = ROOT / "experiments" / "out" / NAME
 def curve(log):
     """Best real cost after each oracle call, in the log's order."""
     best, out = float("inf"), []
-    if not log.exists():
-        return out
-    for line in open(log):
-        c = json.loads(line).get("cost")
+    for c in label_costs(log):
         if c is not None:
             best = min(best, c)
         out.append(best)

@@ -22,8 +22,8 @@ import csv
 import json
 import os
 
-from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, fmt, mean, num, oracle_label, pct, run, run_all,
-                        write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, fmt, label_costs, least, mean, num, oracle_label,
+                        pct, run, run_all, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -37,17 +37,6 @@ EARLIER = ["sampler", "random", "anneal"]
 # whose loop predates the earlier twin change too).
 BEFORE = os.environ.get("BEFORE", "polish.csv")
 EARLIER_CSV = os.environ.get("EARLIER_CSV", "ablation.csv")
-
-
-def labels(log):
-    """The real costs of a label log, in order (None for a failed call)."""
-    return [json.loads(line).get("cost") for line in open(log)] if log.exists() else []
-
-
-def least(costs):
-    """The least real cost, or None."""
-    costs = [c for c in costs if c is not None]
-    return min(costs) if costs else None
 
 
 def calls_to_reach(costs, target):
@@ -86,8 +75,8 @@ def main():
     earlier = table(HERE / EARLIER_CSV, EARLIER)
     rows = []
     for (circuit, seed), d in zip(tasks, dirs):
-        loop = labels(d / "loop.labels.jsonl")[:BUDGET]
-        rand = labels(d / "random.labels.jsonl")[:BUDGET]
+        loop = label_costs(d / "loop.labels.jsonl")[:BUDGET]
+        rand = label_costs(d / "random.labels.jsonl")[:BUDGET]
         e = earlier.get((circuit, seed), {})
         model_free = [least(rand)] + [num(e.get(m)) for m in EARLIER]
         best_free = least(model_free)
@@ -141,7 +130,8 @@ def report_md(rows):
     ]
     for r, g, f in zip(rows, gain_before, gain_free):
         lines.append(
-            f"| {r['circuit']} | {r['seed']} | {fmt(r['loop'], 0)} | {fmt(r['loop_before'], 0)} | {fmt(r['random'], 0)} "
+            f"| {r['circuit']} | {r['seed']} | {fmt(r['loop'], 0)} | {fmt(r['loop_before'], 0)} "
+            f"| {fmt(r['random'], 0)} "
             f"| {fmt(r['earlier_sampler'], 0)} | {fmt(r['earlier_random'], 0)} | {fmt(r['earlier_anneal'], 0)} "
             f"| {fmt(r['best_model_free'], 0)} | {fmt(g, 2)} | {fmt(f, 2)} "
             f"| {r['loop_calls_to_best_model_free'] or 'never'} | {r['test_spearman']:.3f} |")

@@ -18,8 +18,8 @@ import json
 import os
 import shutil
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, mean, oracle_label, pct, run, run_all,
-                        write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, label_costs, least, mean, oracle_label,
+                        pct, run, run_all, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 FIRST = int(os.environ.get("FIRST", "200"))
@@ -34,11 +34,7 @@ MODEL_FREE = ["sampler", "random", "anneal"]
 
 def best(log, calls):
     """The least real cost among the first `calls` labels of a log, or None."""
-    if not log.exists():
-        return None
-    costs = [json.loads(line).get("cost") for line in open(log)][:calls]
-    costs = [c for c in costs if c is not None]
-    return min(costs) if costs else None
+    return least(label_costs(log)[:calls])
 
 
 def one(task):

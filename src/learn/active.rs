@@ -205,10 +205,26 @@ impl<'a> Novelty<'a> {
         Ok(novelty)
     }
 
+    /// `e`'s row, as bits (rows are compared exactly).
+    fn key(&self, e: &Extraction) -> Result<Vec<u64>> {
+        Ok(self.featurizer.of_extraction(e)?.into_iter().map(f64::to_bits).collect())
+    }
+
     /// Records `e`'s row; whether it was new.
     fn admit(&mut self, e: &Extraction) -> Result<bool> {
-        let row = self.featurizer.of_extraction(e)?;
-        Ok(self.rows.insert(row.into_iter().map(f64::to_bits).collect()))
+        let key = self.key(e)?;
+        Ok(self.rows.insert(key))
+    }
+
+    /// Takes `e` as a pick when it is neither in `seen` nor a twin of a
+    /// row held (then records it in both); its row is computed only when
+    /// it is unseen.
+    fn take(&mut self, seen: &mut HashSet<Extraction>, e: &Extraction) -> Result<bool> {
+        if seen.contains(e) || !self.admit(e)? {
+            return Ok(false);
+        }
+        seen.insert(e.clone());
+        Ok(true)
     }
 
     /// The candidates whose rows are new, one per row, in order; their rows
@@ -217,8 +233,8 @@ impl<'a> Novelty<'a> {
         let mut fresh = HashSet::new();
         let mut out = Vec::with_capacity(candidates.len());
         for e in candidates {
-            let row: Vec<u64> = self.featurizer.of_extraction(&e)?.into_iter().map(f64::to_bits).collect();
-            if !self.rows.contains(&row) && fresh.insert(row) {
+            let key = self.key(&e)?;
+            if !self.rows.contains(&key) && fresh.insert(key) {
                 out.push(e);
             }
         }
@@ -417,8 +433,7 @@ pub fn train_cost(
             }
             for (e, _) in pool {
                 let e = e.restricted_to_reachable(g)?;
-                if batch.len() < config.per_round / 4 && !seen.contains(&e) && novel.admit(&e)? {
-                    seen.insert(e.clone());
+                if batch.len() < config.per_round / 4 && novel.take(&mut seen, &e)? {
                     batch.push(e);
                     sources.push(PickSource::Decode);
                 }
@@ -432,8 +447,7 @@ pub fn train_cost(
                 let mut picked = 0;
                 for (e, _) in survivors {
                     let e = e.restricted_to_reachable(g)?;
-                    if picked < config.search_picks && !seen.contains(&e) && novel.admit(&e)? {
-                        seen.insert(e.clone());
+                    if picked < config.search_picks && novel.take(&mut seen, &e)? {
                         batch.push(e);
                         sources.push(PickSource::Search);
                         picked += 1;
