@@ -104,6 +104,16 @@ def label_costs(log):
     return [json.loads(line).get("cost") for line in open(log)] if log.exists() else []
 
 
+def curve(log):
+    """Best real cost after each oracle call, in a label log's order."""
+    best, out = float("inf"), []
+    for c in label_costs(log):
+        if c is not None:
+            best = min(best, c)
+        out.append(best)
+    return out
+
+
 def least(costs):
     """The least of the real costs, None skipped; None when none is left."""
     costs = [c for c in costs if c is not None]

@@ -34,7 +34,7 @@ import os
 import random
 import sys
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, label_costs, mean, num, oracle, oracle_label,
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, curve, mean, num, oracle, oracle_label,
                         predict, run, run_all, spearman, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
@@ -49,16 +49,6 @@ MODEL_FREE = ["sampler", "random", "anneal"]
 # NAME=... keeps another oracle's runs and results apart (see abc_common).
 NAME = os.environ.get("NAME", "ablation")
 OUT = ROOT / "experiments" / "out" / NAME
-
-
-def curve(log):
-    """Best real cost after each oracle call, in the log's order."""
-    best, out = float("inf"), []
-    for c in label_costs(log):
-        if c is not None:
-            best = min(best, c)
-        out.append(best)
-    return out
 
 
 def one(task):
