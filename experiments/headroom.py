@@ -27,6 +27,7 @@ level, and the forecast) and headroom.md. Finished runs are kept.
 import csv
 import json
 import os
+import sys
 from statistics import median
 
 from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, curve, fmt, mean, num, oracle_label, pct, predict,
@@ -162,6 +163,8 @@ def main():
 def report(level, rows):
     pool = pooled()
     seeds = sorted({int(r["seed"]) for r in rows})
+    # Each circuit's runs, in the order of the levels; circuits without a run are left out.
+    runs = {c: rs for c in level if (rs := [r for r in rows if r["circuit"] == c])}
     lines = ["# How much room the learned-cost targets leave, and where it lies",
              "",
              f"Made by `experiments/headroom.sh`: oracle {oracle_label()}, seeds {seeds}. `anneal {LONG}`: "
@@ -179,10 +182,8 @@ def report(level, rows):
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary = {k: [] for k in ["loop", "a1000", "along", "pool"]}
     never = []
-    for c, t in level.items():
-        rs = [r for r in rows if r["circuit"] == c]
-        if not rs:
-            continue
+    for c, rs in runs.items():
+        t = level[c]
         a1000, along = mean([r["at_1000"] for r in rs]), mean([r["at_long"] for r in rs])
         n, best = pool.get(c, (0, None))
         reached = sorted(r["calls_to_loop_target"] for r in rs if r["calls_to_loop_target"] is not None)
@@ -221,10 +222,7 @@ def report(level, rows):
               "|---|---|---|---|---|---|---|"]
     spear = {"forecast": [], "loop": []}
     dearer = {"forecast": [], "loop": []}
-    for c in level:
-        rs = [r for r in rows if r["circuit"] == c]
-        if not rs:
-            continue
+    for c, rs in runs.items():
         real = mean([r["late_real"] for r in rs])
         for k in spear:
             spear[k].append(mean([r[f"{k}_spearman"] for r in rs]))
@@ -246,10 +244,8 @@ def report(level, rows):
               f"| anneal {LONG} vs better greedy % |",
               "|---|---|---|---|---|---|---|"]
     frozen = {"pool": [], "along": []}
-    for c, t in level.items():
-        rs = [r for r in rows if r["circuit"] == c]
-        if not rs:
-            continue
+    for c, rs in runs.items():
+        t = level[c]
         _, best = pool.get(c, (0, None))
         frozen["pool"].append(pct(best, t["better_greedy"]))
         frozen["along"].append(pct(mean([r["at_long"] for r in rs]), t["better_greedy"]))
@@ -297,7 +293,6 @@ def transfer_report():
 
 
 if __name__ == "__main__":
-    import sys
     if "--report" in sys.argv:
         report(targets(), [{k: (num(v) if k != "circuit" else v) for k, v in r.items()} for r in read(f"{NAME}.csv")])
     else:
