@@ -217,7 +217,8 @@ fn counting_oracle(dir: &Path, slow: bool) -> (PathBuf, PathBuf) {
 
 /// `smoothe extract --method METHOD --model MODEL` (a short, step-bounded
 /// run) into `out`; asserts it succeeds and `smoothe check` accepts it.
-fn extract_with_model_checked(graph: &str, model: &str, method: &str, out: &Path) {
+/// Runs `extract --model` (short) and checks the result; returns stderr.
+fn extract_with_model_checked(graph: &str, model: &str, method: &str, out: &Path) -> String {
     let out = out.to_str().unwrap();
     let (code, _, stderr) = cli(&[
         "extract",
@@ -237,8 +238,9 @@ fn extract_with_model_checked(graph: &str, model: &str, method: &str, out: &Path
         graph,
     ]);
     assert_eq!(code, 0, "{method}: {stderr}");
-    let (code, _, stderr) = cli(&["check", graph, out]);
-    assert_eq!(code, 0, "{method}: {stderr}");
+    let (code, _, check_stderr) = cli(&["check", graph, out]);
+    assert_eq!(code, 0, "{method}: {check_stderr}");
+    stderr
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
@@ -569,7 +571,24 @@ fn shipped_model_loads_and_drives_extraction() {
     assert!(loaded.meta.report.test_spearman > 0.5, "{:?}", loaded.meta.report);
     let dir = fresh_dir("shipped");
     let out = dir.join("e.json");
-    extract_with_model_checked(&graph, &model, "smoothe", &out);
+    let stderr = extract_with_model_checked(&graph, &model, "smoothe", &out);
+    let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(result["trained_on_design"], true, "{result}");
+    assert!(!stderr.contains("not on this one"), "{stderr}");
+    // On another design of the same operators (here mul3 with one node's
+    // cost changed, so another fingerprint) the one-design model still
+    // extracts (validly), but records and says that it was not trained
+    // there and has no calibration for it.
+    let mut changed = parse_json(&std::fs::read_to_string(&graph).unwrap());
+    let node = changed["nodes"].as_object_mut().unwrap().values_mut().next().unwrap();
+    node["cost"] = serde_json::json!(node["cost"].as_f64().unwrap() + 1.0);
+    let other = dir.join("other.json");
+    std::fs::write(&other, changed.to_string()).unwrap();
+    let other = other.to_str().unwrap().to_string();
+    let stderr = extract_with_model_checked(&other, &model, "smoothe", &out);
+    let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(result["trained_on_design"], false, "{result}");
+    assert!(stderr.contains("trained on 1 other design(s), not on this one"), "{stderr}");
 }
 
 #[test]
@@ -586,6 +605,7 @@ fn shipped_corpus_models_know_their_designs_and_extract_a_new_one() {
         extract_with_model_checked(&graph, &repo(model), "smoothe", &out);
         let result = parse_json(&std::fs::read_to_string(&out).unwrap());
         assert_eq!(result["reference"]["measured"], trained_on_mul3, "{model}: {}", result["reference"]);
+        assert_eq!(result["trained_on_design"], trained_on_mul3, "{model}");
         // The final pick is the cheapest candidate by the selection costs:
         // on mul3 itself the conservative score, so the optimum stays; on a
         // new design the reported prediction's mean plus one spread (the

@@ -5,8 +5,7 @@
 use crate::cost::{CostModel, QuadraticCost};
 use crate::extract::{self, ExtractOptions, SmoothEConfig};
 use crate::learn::network::{Ensemble, OptimumError};
-use crate::learn::objective::{Conservatism, LearnedCost, Prediction};
-use crate::learn::reference::ReferenceEstimate;
+use crate::learn::objective::{Conservatism, DesignFit, LearnedCost, Prediction};
 use crate::progress::Observer;
 use crate::{load, preprocess};
 use anyhow::{Context, Result};
@@ -69,8 +68,9 @@ pub struct ExtractResult {
     pub seconds: f64,
     /// With a learned model: its verdict on the extraction.
     pub prediction: Option<Prediction>,
-    /// With a relative model: the reference cost it was scaled by.
-    pub reference: Option<ReferenceEstimate>,
+    /// With a learned model: whether it was trained on this design and,
+    /// for a relative model, the reference cost it was scaled by.
+    pub design: Option<DesignFit>,
     /// With a model trained by the loop: how far its own optima measured
     /// from their predictions there.
     pub optimum_error: Option<OptimumError>,
@@ -137,7 +137,9 @@ impl ExtractJob {
                 .context("the extraction does not map onto the preprocessed graph (a bug)")?;
             let p = m.predict(std::slice::from_ref(&reduced))?[0];
             extra.insert("prediction".into(), serde_json::to_value(p)?);
-            if let Some(r) = m.reference() {
+            let design = m.design_fit();
+            extra.insert("trained_on_design".into(), json!(design.trained_on_design));
+            if let Some(r) = design.reference {
                 extra.insert("reference".into(), serde_json::to_value(r)?);
             }
             if let Some(o) = optimum_error {
@@ -154,7 +156,7 @@ impl ExtractJob {
             classes,
             seconds,
             prediction,
-            reference: learned.as_ref().and_then(|m| m.reference()),
+            design: learned.as_ref().map(|m| m.design_fit()),
             optimum_error,
         })
     }

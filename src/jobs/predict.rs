@@ -3,8 +3,7 @@
 
 use super::extract::bind_model;
 use crate::extraction::OriginalExtraction;
-use crate::learn::objective::{Conservatism, Prediction};
-use crate::learn::reference::ReferenceEstimate;
+use crate::learn::objective::{Conservatism, DesignFit, Prediction};
 use crate::{load, preprocess};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -32,9 +31,10 @@ pub struct Verdict {
 
 impl PredictJob {
     /// Judges each extraction file (any file `smoothe check` accepts) of the
-    /// e-graph at `egraph`; also returns, for a relative model, the cost of
-    /// the design's reference extraction that predictions are scaled by.
-    pub fn run(&self, egraph: &Path, extractions: &[PathBuf]) -> Result<(Vec<Verdict>, Option<ReferenceEstimate>)> {
+    /// e-graph at `egraph`; also returns how the model relates to the
+    /// design (trained on it or not; for a relative model, the cost of the
+    /// design's reference extraction that predictions are scaled by).
+    pub fn run(&self, egraph: &Path, extractions: &[PathBuf]) -> Result<(Vec<Verdict>, DesignFit)> {
         let device = crate::device::parse(&self.device)?;
         let graph = load::load_file(egraph)?;
         let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
@@ -50,6 +50,6 @@ impl PredictJob {
         }
         let predictions = model.predict(&reduced)?;
         let verdicts = predictions.into_iter().map(|p| Verdict { prediction: p, score: model.score(&p) }).collect();
-        Ok((verdicts, model.reference()))
+        Ok((verdicts, model.design_fit()))
     }
 }

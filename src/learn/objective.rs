@@ -111,6 +111,29 @@ pub struct Prediction {
     pub measured: Option<f64>,
 }
 
+/// How a bound model relates to the design it judges.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DesignFit {
+    /// Whether the labels it learned include this design's (by the
+    /// e-graph's fingerprint).
+    pub trained_on_design: bool,
+    /// Designs it was trained on.
+    pub training_designs: usize,
+    /// For a relative model (trained over several designs), the cost of
+    /// this design's reference extraction its predictions are scaled by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferenceEstimate>,
+}
+
+impl DesignFit {
+    /// An absolute model (trained by the loop on its own designs, with no
+    /// relative frame or transfer margin) applied to a design it never
+    /// saw: its predictions here are extrapolations in every sense.
+    pub fn uncalibrated_transfer(&self) -> bool {
+        !self.trained_on_design && self.reference.is_none()
+    }
+}
+
 /// A frozen ensemble bound to one preprocessed e-graph, as a [`CostModel`].
 pub struct LearnedCost {
     model: Ensemble,
@@ -121,7 +144,7 @@ pub struct LearnedCost {
     low: Vec<f64>,
     high: Vec<f64>,
     width: Vec<f64>,
-    reference: Option<ReferenceEstimate>,
+    design: DesignFit,
     /// What the oracle measured on this design, by extraction key.
     measured: HashMap<String, f64>,
 }
@@ -161,7 +184,10 @@ impl LearnedCost {
             bail!("feature layout says op-counts but lists operator pairs");
         }
         let featurizer = Featurizer::new(kind, problem, original, &names);
-        let measured = measured::lookup(&model.meta.measured, &original.fingerprint());
+        let fingerprint = original.fingerprint();
+        let measured = measured::lookup(&model.meta.measured, &fingerprint);
+        let trained_on_design = model.meta.egraphs.contains(&fingerprint);
+        let training_designs = model.meta.egraphs.len();
         let mut model = model;
         let reference = match model.meta.relative.clone() {
             Some(frame) => {
@@ -178,14 +204,21 @@ impl LearnedCost {
         let low = model.meta.feature_low.clone();
         let high = model.meta.feature_high.clone();
         let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
-        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, reference, measured })
+        let design = DesignFit { trained_on_design, training_designs, reference };
+        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, design, measured })
     }
 
     /// For a relative model, the cost of this design's reference (dag-greedy)
     /// extraction that its predictions are scaled by, and whether it was
     /// measured or estimated from the training designs.
     pub fn reference(&self) -> Option<ReferenceEstimate> {
-        self.reference
+        self.design.reference
+    }
+
+    /// How the model relates to the design it is bound to: trained on it
+    /// or not, and on how many designs.
+    pub fn design_fit(&self) -> DesignFit {
+        self.design
     }
 
     /// The model.
@@ -344,7 +377,7 @@ impl CostModel for LearnedCost {
     /// design in training is judged by that measurement, with no spread
     /// (see [`super::measured`]).
     fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
-        let trained = self.reference.is_none_or(|r| r.measured);
+        let trained = self.design.reference.is_none_or(|r| r.measured);
         let preds = match self.predict(extractions) {
             Ok(preds) => preds,
             Err(_) => return vec![f64::INFINITY; extractions.len()],
@@ -363,7 +396,7 @@ impl CostModel for LearnedCost {
     /// calibration (a corpus of one design, an older model file), or on a
     /// design the model was trained on, 0.
     fn optimum_charge(&self) -> f64 {
-        match (self.reference, self.model.meta.transfer_margin) {
+        match (self.design.reference, self.model.meta.transfer_margin) {
             (Some(r), Some(margin)) if !r.measured => margin * r.cost,
             _ => 0.0,
         }

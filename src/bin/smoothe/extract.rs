@@ -5,8 +5,7 @@ use crate::terminal::{bars, write_json};
 use anyhow::Result;
 use smoothe::extract::{SmoothEConfig, METHODS};
 use smoothe::jobs::ExtractJob;
-use smoothe::learn::objective::Conservatism;
-use smoothe::learn::reference::ReferenceEstimate;
+use smoothe::learn::objective::{Conservatism, DesignFit};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -84,7 +83,9 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         }
         if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
             eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
-        } else if let Some(o) = result.optimum_error.filter(|_| p.measured.is_none()) {
+        } else if let Some(o) =
+            result.optimum_error.filter(|_| p.measured.is_none() && result.design.is_some_and(|d| d.trained_on_design))
+        {
             eprintln!(
                 "in the loop that trained it, this model's own optima measured {:+.1}% from their predictions \
                  on average (worst {:+.1}%, {} rounds): a wider error bar than its spread",
@@ -99,7 +100,9 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
                  extractions by its transfer margin, {charge:.4} here"
             );
         }
-        note_estimated_reference(result.reference);
+        if let Some(design) = result.design {
+            note_design(design);
+        }
         if p.features_outside > 0 {
             eprintln!(
                 "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
@@ -111,16 +114,26 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// For a relative model on a design it was not trained on: says that the
-/// predictions' absolute level is an estimate.
-pub fn note_estimated_reference(reference: Option<ReferenceEstimate>) {
-    if let Some(r) = reference.filter(|r| !r.measured) {
+/// On a design the model was not trained on: for a relative model, says
+/// that the predictions' absolute level is an estimate; for an absolute
+/// one (trained on other designs, uncalibrated for transfer), warns that
+/// its predictions here are extrapolations.
+pub fn note_design(design: DesignFit) {
+    if let Some(r) = design.reference.filter(|r| !r.measured) {
         eprintln!(
             "note: the model was not trained on this design; its prediction is relative to the \
              dag-greedy extraction, whose cost is estimated at {:.4} (+-{:.0}%) from the training \
              designs, so the absolute figure is rough (the ranking of extractions does not depend on it)",
             r.cost,
             100.0 * r.spread
+        );
+    } else if design.uncalibrated_transfer() {
+        eprintln!(
+            "warning: the model was trained on {} other design(s), not on this one, and was not \
+             calibrated for transfer: its predictions here are extrapolations. To extract new designs \
+             with no oracle call, train one model over several designs (`train-cost --oracle O A.json \
+             B.json ...`)",
+            design.training_designs
         );
     }
 }

@@ -1,6 +1,6 @@
 //! `smoothe predict`.
 
-use crate::extract::note_estimated_reference;
+use crate::extract::note_design;
 use anyhow::Result;
 use smoothe::jobs::PredictJob;
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ pub struct PredictArgs {
 
 pub fn run(a: PredictArgs) -> Result<ExitCode> {
     let job = PredictJob { model: a.model, device: a.device.unwrap_or_else(|| "cpu".into()) };
-    let (verdicts, reference) = job.run(&a.egraph, &a.extractions)?;
+    let (verdicts, design) = job.run(&a.egraph, &a.extractions)?;
     for (path, v) in a.extractions.iter().zip(&verdicts) {
         if a.json {
             let mut line = serde_json::to_value(v)?;
@@ -49,6 +49,6 @@ pub fn run(a: PredictArgs) -> Result<ExitCode> {
             p.features_outside
         );
     }
-    note_estimated_reference(reference);
+    note_design(design);
     Ok(ExitCode::SUCCESS)
 }
