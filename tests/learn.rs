@@ -217,7 +217,7 @@ fn counting_oracle(dir: &Path, slow: bool) -> (PathBuf, PathBuf) {
 
 /// `smoothe extract --method METHOD --model MODEL` (a short, step-bounded
 /// run) into `out`; asserts it succeeds and `smoothe check` accepts it.
-/// Runs `extract --model` (short) and checks the result; returns stderr.
+/// Returns its stderr.
 fn extract_with_model_checked(graph: &str, model: &str, method: &str, out: &Path) -> String {
     let out = out.to_str().unwrap();
     let (code, _, stderr) = cli(&[
@@ -1586,4 +1586,28 @@ fn baselines_stay_in_the_training_split_whatever_their_hash() {
     assert_eq!(data.iter().filter(|l| !l.test).count(), 2);
     // With none given, the hash alone decides.
     assert!(dataset(&original, &problem, &log, &fp, "o", 1.0, &[]).unwrap().iter().all(|l| l.test));
+}
+
+#[test]
+fn train_cost_ranks_its_pool_by_a_process_over_the_extractions() {
+    // `--acquisition selection-gp` runs the loop with the screened pool
+    // ranked by the Gaussian process: it stays in budget, labels picks it
+    // ranked, and what it writes is valid.
+    let dir = fresh_dir("selection-gp");
+    let (oracle, calls) = counting_oracle(&dir, false);
+    let out = dir.join("m.safetensors");
+    let graph = repo("datasets/esyn/mul3.json");
+    let mut args = train_cost_args(oracle.to_str().unwrap(), out.to_str().unwrap(), "40");
+    args.extend(["--acquisition", "selection-gp", &graph]);
+    let (code, _, stderr) = cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let called = std::fs::read_to_string(&calls).unwrap().lines().count();
+    assert!(called <= 40, "{called} calls for a budget of 40");
+    let rounds = parse_json(&std::fs::read_to_string(dir.join("m.rounds.json")).unwrap());
+    let picks: Vec<&serde_json::Value> =
+        rounds.as_array().unwrap().iter().flat_map(|r| r["picks"].as_array().unwrap()).collect();
+    assert!(picks.iter().any(|p| p["source"] == "acquisition"), "{rounds}");
+    let best = dir.join("m.best.json");
+    let (code, _, stderr) = cli(&["check", &graph, best.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
 }

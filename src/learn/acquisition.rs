@@ -14,13 +14,17 @@ pub enum Acquisition {
     Ei,
     /// Lowest predicted mean (plus the trust-region charge).
     Mean,
+    /// Lowest `mean - beta * std` of a Gaussian process over this design's
+    /// labelled extractions with a Hamming kernel on their choices (see
+    /// [`super::selection_gp`]), instead of the ensemble.
+    SelectionGp,
     /// Uniformly at random, ignoring the model (an ablation: the loop's
     /// own candidate pool without a model).
     Random,
 }
 
 impl crate::config::Choice for Acquisition {
-    const NAMES: &'static [&'static str] = &["lcb", "ei", "mean", "random"];
+    const NAMES: &'static [&'static str] = &["lcb", "ei", "mean", "selection-gp", "random"];
 }
 
 /// Expected improvement of a Gaussian `N(mean, std^2)` below `incumbent`.

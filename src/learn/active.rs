@@ -12,6 +12,7 @@ use super::metrics::TrainReport;
 use super::network::{Ensemble, OptimumError};
 use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::reference::Reference;
+use super::selection_gp::SelectionGp;
 use super::train::{fine_tune, train_on_labels, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::{broad_sample, screening_pool};
@@ -462,6 +463,12 @@ pub fn train_cost(
         let mut order: Vec<usize> = (0..candidates.len()).collect();
         if config.acquisition == Acquisition::Random {
             order.shuffle(&mut rng);
+        } else if config.acquisition == Acquisition::SelectionGp {
+            let labels: Vec<(&Extraction, f64)> = data.iter().map(|l| (&l.extraction, l.cost)).collect();
+            if let Some(gp) = SelectionGp::fit(&labels) {
+                let rank: Vec<f64> = gp.predict(&candidates).iter().map(|(m, s)| m - config.beta * s).collect();
+                order.sort_by(|&a, &b| rank[a].total_cmp(&rank[b]));
+            }
         } else {
             // The ranking reads the model's verdicts only, never a
             // measured cost (the pool skips the labelled extractions).
@@ -473,7 +480,7 @@ pub fn train_cost(
                     Acquisition::Lcb => cost.lower_bound(p, config.beta),
                     Acquisition::Mean => cost.lower_bound(p, 0.0),
                     Acquisition::Ei => cost.box_charge(p) - expected_improvement(incumbent, p.mean, p.std),
-                    Acquisition::Random => unreachable!(),
+                    Acquisition::Random | Acquisition::SelectionGp => unreachable!(),
                 })
                 .collect();
             order.sort_by(|&a, &b| rank[a].total_cmp(&rank[b]));

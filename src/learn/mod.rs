@@ -16,6 +16,7 @@ pub mod objective;
 pub mod oracle;
 pub mod reference;
 pub mod residual;
+pub mod selection_gp;
 pub mod train;
 
 use crate::egraph::EGraph;

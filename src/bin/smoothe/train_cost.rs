@@ -42,8 +42,10 @@ pub struct TrainCostArgs {
     /// Features of the model.
     #[arg(long, value_parser = choice::<FeatureKind>())]
     features: Option<FeatureKind>,
-    /// How the model ranks screened candidates for labelling (random:
-    /// ignore the model, an ablation).
+    /// How the model ranks screened candidates for labelling
+    /// (selection-gp: a Gaussian process over the labelled extractions'
+    /// choices instead of the ensemble; random: ignore the model, an
+    /// ablation).
     #[arg(long, value_parser = choice::<Acquisition>())]
     acquisition: Option<Acquisition>,
     /// Where to write the model (default runs/<egraph>/model.safetensors;
