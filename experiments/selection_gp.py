@@ -4,16 +4,21 @@ extractions (see selection_gp.sh), against the loop (`train-cost` at its
 defaults) and the best model-free method of novelty.csv, at the same seeds
 and 300 calls. `gp acq` and `gp explore`: the mean real cost of the run's
 acquisition picks (ranked first by the process) and of its explore picks
-(drawn at random from the same pool), over its rounds.
+(drawn at random from the same pool), over its rounds. `frozen`: the run's
+final model (the ensemble, trained on the labels this loop chose), frozen
+as `measured.sh` does (`extract --model`, STEPS SmoothE steps, no time
+limit), measured by the oracle, against the better greedy and linear
+SmoothE of ablation.csv at the same seed.
 """
 import csv
 import json
 import os
 
-from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, fmt, label_costs, least, mean, num, oracle_label,
-                        pct, run, run_all, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, fmt, label_costs, least, mean, num, oracle,
+                        oracle_label, pct, run, run_all, write_rows)
 
 BUDGET = 300
+STEPS = 1000
 PAR = int(os.environ.get("PAR", "2"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
 NAME = "selection_gp"
@@ -31,6 +36,13 @@ def one(task):
         run([BIN, "train-cost", "--oracle", ORACLE, "--jobs", 1, "--seed", seed, "--threads", 1, "-q",
              "--budget", BUDGET, "--acquisition", "selection-gp", "--labels", d / "gp.labels.jsonl",
              "--out", d / "gp.safetensors", SHARED / f"{circuit}.json"])
+    frozen = d / "frozen.json"
+    if not frozen.exists():
+        run([BIN, "extract", "--model", d / "gp.safetensors", "--seed", seed, "--threads", 1, "-q", "--time-limit", 0,
+             "--steps", STEPS, "-o", frozen, SHARED / f"{circuit}.json"])
+    cost = d / "frozen.cost"
+    if not cost.exists():
+        cost.write_text(str(oracle(SHARED / f"{circuit}.json", frozen)))
     return d
 
 
@@ -48,14 +60,20 @@ def main():
     tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
     dirs = run_all(one, tasks, PAR)
     novelty = {(r["circuit"], int(r["seed"])): r for r in csv.DictReader(open(HERE / "novelty.csv"))}
+    ablation = {(r["circuit"], int(r["seed"])): r for r in csv.DictReader(open(HERE / "ablation.csv"))}
     rows = []
     for (circuit, seed), d in zip(tasks, dirs):
         n = novelty.get((circuit, seed), {})
         acq, explore = picks(d / "gp.rounds.json")
+        a = ablation.get((circuit, seed), {})
+        result = json.load(open(d / "frozen.json"))
         rows.append({"circuit": circuit, "seed": seed, "gp": least(label_costs(d / "gp.labels.jsonl")[:BUDGET]),
                      "loop": num(n.get("loop")), "best_model_free": num(n.get("best_model_free")),
                      **{m: num(n.get(m)) for m in MODEL_FREE},
-                     "gp_acquisition_mean": acq, "gp_explore_mean": explore})
+                     "gp_acquisition_mean": acq, "gp_explore_mean": explore,
+                     "frozen": num((d / "frozen.cost").read_text()), "frozen_predicted": result["prediction"]["mean"],
+                     "better_greedy": least([num(a.get("greedy")), num(a.get("dag_greedy"))]),
+                     "linear_smoothe": num(a.get("linear_smoothe"))})
     write_rows(HERE / f"{NAME}.csv", rows)
     report(rows)
 
@@ -82,13 +100,16 @@ def report(rows):
         "same pool. Positive % = the first is lower (better).",
         "",
         "| circuit | seed | gp | loop | best model-free | gp vs loop % | gp vs best model-free % "
-        "| loop vs best model-free % | acq | explore | acq vs explore % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| loop vs best model-free % | acq | explore | acq vs explore % | frozen | predicted | better greedy "
+        "| linear SmoothE |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r, a, b, c, k in zip(rows, vs_loop, vs_free, loop_free, ranked):
         lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(r['gp'], 0)} | {fmt(r['loop'], 0)} "
                      f"| {fmt(r['best_model_free'], 0)} | {fmt(a, 2)} | {fmt(b, 2)} | {fmt(c, 2)} "
-                     f"| {fmt(r['gp_acquisition_mean'])} | {fmt(r['gp_explore_mean'])} | {fmt(k, 2)} |")
+                     f"| {fmt(r['gp_acquisition_mean'])} | {fmt(r['gp_explore_mean'])} | {fmt(k, 2)} "
+                     f"| {fmt(r['frozen'], 0)} | {fmt(r['frozen_predicted'])} | {fmt(r['better_greedy'], 0)} "
+                     f"| {fmt(r['linear_smoothe'], 0)} |")
     def by_circuit(key):
         """As ablation.md measures: `key`'s mean over seeds below the best model-free mean, averaged over circuits."""
         out = []
@@ -98,6 +119,10 @@ def report(rows):
         return mean(out)
 
     lower = sum(1 for v in vs_loop if v is not None and v > 0)
+    frozen_greedy = [pct(r["frozen"], r["better_greedy"]) for r in rows]
+    frozen_error = [abs(r["frozen_predicted"] - r["frozen"]) / r["frozen"] * 100 for r in rows if r["frozen"]]
+    worse_linear = [r for r in rows if r["frozen"] is not None and r["frozen"] > r["linear_smoothe"]]
+    worse_names = ", ".join(f"{r['circuit']} seed {r['seed']}" for r in worse_linear)
     higher = sum(1 for v in vs_loop if v is not None and v < 0)
     lines += [
         "",
@@ -110,6 +135,11 @@ def report(rows):
         f"model-free means): **{below(by_circuit('gp'))}** (the loop: {below(by_circuit('loop'))}).",
         f"- The process's first-ranked picks measure {below(mean(ranked))} the random picks from the same pool on "
         "average.",
+        f"- Frozen (the run's final model, {STEPS} steps): **{below(mean(frozen_greedy))}** the better greedy on "
+        f"average (target: 5% below), worse than linear SmoothE on {len(worse_linear)} of {len(rows)} runs "
+        f"({worse_names or 'none'}; target: none), "
+        f"prediction off by {fmt(mean(frozen_error), 2)}% on average, {fmt(max(frozen_error), 2)}% at worst "
+        "(target: 5%).",
     ]
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
 
