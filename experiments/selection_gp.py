@@ -21,7 +21,10 @@ BUDGET = 300
 STEPS = 1000
 PAR = int(os.environ.get("PAR", "2"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
-NAME = "selection_gp"
+NAME = os.environ.get("NAME", "selection_gp")
+# What it is compared with (for another oracle: NOVELTY=novelty-lib2.csv ABLATION=ablation-lib2.csv).
+NOVELTY = os.environ.get("NOVELTY", "novelty.csv")
+ABLATION = os.environ.get("ABLATION", "ablation.csv")
 OUT = ROOT / "experiments" / "out" / NAME
 # The model-free methods of novelty.csv (its columns).
 MODEL_FREE = ["random", "earlier_sampler", "earlier_random", "earlier_anneal"]
@@ -59,8 +62,8 @@ def picks(rounds_path):
 def main():
     tasks = [(c, s) for s in SEEDS for c in CIRCUITS]
     dirs = run_all(one, tasks, PAR)
-    novelty = {(r["circuit"], int(r["seed"])): r for r in csv.DictReader(open(HERE / "novelty.csv"))}
-    ablation = {(r["circuit"], int(r["seed"])): r for r in csv.DictReader(open(HERE / "ablation.csv"))}
+    novelty = {(r["circuit"], int(r["seed"])): r for r in csv.DictReader(open(HERE / NOVELTY))}
+    ablation = {(r["circuit"], int(r["seed"])): r for r in csv.DictReader(open(HERE / ABLATION))}
     rows = []
     for (circuit, seed), d in zip(tasks, dirs):
         n = novelty.get((circuit, seed), {})
@@ -91,11 +94,11 @@ def report(rows):
     lines = [
         "# The loop's pool ranked by a Gaussian process over the extractions",
         "",
-        f"Made by `experiments/selection_gp.sh`: oracle {oracle_label()}, {BUDGET} oracle calls, seeds "
+        f"Made by `experiments/selection_gp.sh`{'' if NAME == 'selection_gp' else f' (NAME={NAME})'}: oracle {oracle_label()}, {BUDGET} oracle calls, seeds "
         f"{sorted({r['seed'] for r in rows})}. `gp`: `train-cost --acquisition selection-gp`, whose screened pool "
         "is ranked by the lower confidence bound of a Gaussian process over this design's labelled extractions "
         "(kernel `exp(-d / l)`, `d` the classes whose choice differs; `src/learn/selection_gp.rs`) instead of the "
-        "ensemble; everything else as the loop. `loop` and `best model-free`: `novelty.csv` at the same seeds. "
+        f"ensemble; everything else as the loop. `loop` and `best model-free`: `{NOVELTY}` at the same seeds. "
         "`acq` and `explore`: mean real cost of the gp run's acquisition picks and of its random picks from the "
         "same pool. Positive % = the first is lower (better).",
         "",
