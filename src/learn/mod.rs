@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod features;
 pub mod labeler;
 pub mod labels;
+mod linalg;
 pub mod measured;
 pub mod metrics;
 pub mod network;

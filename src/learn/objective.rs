@@ -208,15 +208,10 @@ impl LearnedCost {
         Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, design, measured })
     }
 
-    /// For a relative model, the cost of this design's reference (dag-greedy)
-    /// extraction that its predictions are scaled by, and whether it was
-    /// measured or estimated from the training designs.
-    pub fn reference(&self) -> Option<ReferenceEstimate> {
-        self.design.reference
-    }
-
     /// How the model relates to the design it is bound to: trained on it
-    /// or not, and on how many designs.
+    /// or not, on how many designs, and for a relative model the cost of
+    /// this design's reference (dag-greedy) extraction that its predictions
+    /// are scaled by, measured or estimated from the training designs.
     pub fn design_fit(&self) -> DesignFit {
         self.design
     }

@@ -14,6 +14,8 @@
 //! predicts held-out residuals better than none at all, there is no
 //! residual term. The term is differentiable in the features.
 
+use super::linalg::cholesky;
+
 /// Lengths tried, in units of the training rows' typical spacing.
 const LENGTHS: [f64; 5] = [0.5, 1.0, 2.0, 4.0, 8.0];
 /// Noise variances tried, relative to the kernel's unit variance.
@@ -104,24 +106,6 @@ pub fn fit(rows: &[Vec<f64>], residuals: &[f64], spacing: f64) -> Option<Residua
         length,
         loo_ratio: loo / baseline,
     })
-}
-
-/// Cholesky factor `L` (lower triangle, row-major) of a symmetric positive
-/// definite `n x n` matrix, in place; `None` if it is not positive definite.
-fn cholesky(mut a: Vec<f64>, n: usize) -> Option<Vec<f64>> {
-    for j in 0..n {
-        let d = a[j * n + j] - (0..j).map(|k| a[j * n + k] * a[j * n + k]).sum::<f64>();
-        if d <= 0.0 || !d.is_finite() {
-            return None;
-        }
-        let d = d.sqrt();
-        a[j * n + j] = d;
-        for i in j + 1..n {
-            let s = a[i * n + j] - (0..j).map(|k| a[i * n + k] * a[j * n + k]).sum::<f64>();
-            a[i * n + j] = s / d;
-        }
-    }
-    Some(a)
 }
 
 /// `L⁻¹` of a lower-triangular `L` (row-major).

@@ -13,6 +13,7 @@
 //! file (a frozen model holds no extraction). The length `ℓ` and the noise
 //! are chosen by the log marginal likelihood over a small grid.
 
+use super::linalg::{backward_solve, cholesky, forward_solve};
 use crate::egraph::NodeIdx;
 use crate::extraction::Extraction;
 
@@ -48,47 +49,6 @@ fn hamming(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).filter(|(x, y)| x != y).count() + a.len().abs_diff(b.len())
 }
 
-/// Lower Cholesky factor of the `n x n` row-major matrix `m`; `None` if it
-/// is not positive definite.
-fn cholesky(m: &[f64], n: usize) -> Option<Vec<f64>> {
-    let mut l = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..=i {
-            let s: f64 = (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum();
-            if i == j {
-                let d = m[i * n + i] - s;
-                if d.is_nan() || d <= 0.0 {
-                    return None;
-                }
-                l[i * n + i] = d.sqrt();
-            } else {
-                l[i * n + j] = (m[i * n + j] - s) / l[j * n + j];
-            }
-        }
-    }
-    Some(l)
-}
-
-/// Solves `L x = b` (forward) for a lower-triangular row-major `l`.
-fn forward(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
-    let mut x = vec![0.0; n];
-    for i in 0..n {
-        let s: f64 = (0..i).map(|k| l[i * n + k] * x[k]).sum();
-        x[i] = (b[i] - s) / l[i * n + i];
-    }
-    x
-}
-
-/// Solves `L^T x = b` (backward) for a lower-triangular row-major `l`.
-fn backward(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
-    let mut x = vec![0.0; n];
-    for i in (0..n).rev() {
-        let s: f64 = (i + 1..n).map(|k| l[k * n + i] * x[k]).sum();
-        x[i] = (b[i] - s) / l[i * n + i];
-    }
-    x
-}
-
 impl SelectionGp {
     /// Fits the process to `labels` (extractions of one graph and their
     /// real costs; non-finite costs are skipped). `None` with fewer than
@@ -118,8 +78,8 @@ impl SelectionGp {
                 let k: Vec<f64> = (0..n * n)
                     .map(|ij| (-dist[ij] / length).exp() + if ij / n == ij % n { noise } else { 0.0 })
                     .collect();
-                let Some(chol) = cholesky(&k, n) else { continue };
-                let alpha = backward(&chol, n, &forward(&chol, n, &y));
+                let Some(chol) = cholesky(k, n) else { continue };
+                let alpha = backward_solve(&chol, n, &forward_solve(&chol, n, &y));
                 let fit: f64 = y.iter().zip(&alpha).map(|(a, b)| a * b).sum();
                 let log_det: f64 = (0..n).map(|i| chol[i * n + i].ln()).sum();
                 let evidence = -0.5 * fit - log_det;
@@ -144,7 +104,7 @@ impl SelectionGp {
                 let c = codes(e);
                 let k: Vec<f64> = self.rows.iter().map(|r| (-(hamming(&c, r) as f64) / self.length).exp()).collect();
                 let mean: f64 = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
-                let v = forward(&self.chol, n, &k);
+                let v = forward_solve(&self.chol, n, &k);
                 let var = (1.0 - v.iter().map(|x| x * x).sum::<f64>()).max(0.0);
                 (self.mean + self.scale * mean, self.scale * var.sqrt())
             })
@@ -158,15 +118,6 @@ mod tests {
 
     fn ext(choices: &[Option<u32>]) -> Extraction {
         Extraction { choices: choices.iter().map(|c| c.map(|n| NodeIdx::new(n as usize))).collect() }
-    }
-
-    #[test]
-    fn cholesky_solves_a_known_system() {
-        // [[4, 2], [2, 3]] x = [2, 1] has x = [0.5, 0].
-        let l = cholesky(&[4.0, 2.0, 2.0, 3.0], 2).unwrap();
-        let x = backward(&l, 2, &forward(&l, 2, &[2.0, 1.0]));
-        assert!((x[0] - 0.5).abs() < 1e-12 && x[1].abs() < 1e-12, "{x:?}");
-        assert!(cholesky(&[1.0, 2.0, 2.0, 1.0], 2).is_none());
     }
 
     #[test]
