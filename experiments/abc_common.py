@@ -125,6 +125,11 @@ def pct(a, b):
     return None if a is None or b is None else 100 * (b - a) / b
 
 
+def below(p):
+    """A percentage from `pct` in words: "0.12% below" or "0.12% above"."""
+    return f"{abs(p):.2f}% {'below' if p >= 0 else 'above'}"
+
+
 def fmt(v, digits=1):
     """A table cell: the number with `digits` decimals, or "-"."""
     return "-" if v is None else f"{v:.{digits}f}"
@@ -142,3 +147,17 @@ def write_rows(path, rows):
         w = csv.DictWriter(f, fieldnames=list(rows[-1].keys()))
         w.writeheader()
         w.writerows(rows)
+
+
+def with_kept_rows(path, rows):
+    """With KEEP=1 in the environment, `rows` after the rows of the CSV at
+    `path` whose (circuit, seed) they do not rerun, so another seed adds to
+    the last results instead of replacing them; whole numbers are read back as
+    int, other numbers as float, empty cells as None. Without KEEP, `rows` alone."""
+    if not os.environ.get("KEEP") or not path.exists():
+        return rows
+    rerun = {(r["circuit"], int(r["seed"])) for r in rows}
+    with open(path) as f:
+        old = [{k: v if k == "circuit" else (int(v) if v.lstrip("-").isdigit() else num(v)) for k, v in r.items()}
+               for r in csv.DictReader(f)]
+    return [r for r in old if (r["circuit"], r["seed"]) not in rerun] + rows

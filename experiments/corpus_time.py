@@ -81,7 +81,7 @@ def report(rows):
         lines.append(f"| {r['threads']} | {minutes:.1f} | {'yes' if minutes < TARGET_MINUTES else 'no'} | "
                      f"{r['oracle_calls']} | {r['oracle_seconds']} | {r['mul3_ms_per_step']} | "
                      f"{r['corpus_test_spearman']} | {best} | {r['date']} |")
-    lines += ["", f"`--threads 1` is what `experiments/transfer.sh` runs (a result that does not depend on the "
+    lines += ["", "`--threads 1` is what `experiments/transfer.sh` runs (a result that does not depend on the "
               "machine's core count); `--threads 0`, the default, is one worker per core, here 2."]
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
 

@@ -68,7 +68,6 @@ def lambda_max_laplacian(edges, iters=3000):
         deg[idx[b]] += 1
     # Power iteration on L (positive semidefinite); Rayleigh quotient.
     x = [math.sin(i + 1.0) for i in range(n)]
-    lam = 0.0
     for _ in range(iters):
         y = [deg[i] * x[i] for i in range(n)]
         for a, b in edges:
@@ -76,7 +75,6 @@ def lambda_max_laplacian(edges, iters=3000):
             y[i] -= x[j]
             y[j] -= x[i]
         norm = math.sqrt(sum(v * v for v in y))
-        lam = sum(x[i] * y[i] for i in range(n)) / sum(v * v for v in x)
         x = [v / norm for v in y]
     # The Rayleigh quotient approaches lambda_max from below; add the
     # residual norm, which bounds the distance to the nearest eigenvalue.

@@ -22,8 +22,8 @@ import csv
 import json
 import os
 
-from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, fmt, label_costs, least, mean, num, oracle_label,
-                        pct, run, run_all, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, below, fmt, label_costs, least, mean, num,
+                        oracle_label, pct, run, run_all, with_kept_rows, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -89,13 +89,10 @@ def main():
             "loop_calls_to_best_model_free": calls_to_reach(loop, best_free) if best_free is not None else None,
             "test_spearman": report["test_spearman"],
         })
+    rows = with_kept_rows(HERE / f"{NAME}.csv", rows)
     write_rows(HERE / f"{NAME}.csv", rows)
     report_md(rows)
 
-
-def below(p):
-    """A percentage from `pct` in words: "0.12% below" or "0.12% above"."""
-    return f"{abs(p):.2f}% {'below' if p >= 0 else 'above'}"
 
 
 def report_md(rows):

@@ -14,8 +14,8 @@ import csv
 import json
 import os
 
-from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, fmt, label_costs, least, mean, num, oracle,
-                        oracle_label, pct, run, run_all, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, below, fmt, label_costs, least, mean, num, oracle,
+                        oracle_label, pct, run, run_all, with_kept_rows, write_rows)
 
 BUDGET = 300
 STEPS = 1000
@@ -77,13 +77,10 @@ def main():
                      "frozen": num((d / "frozen.cost").read_text()), "frozen_predicted": result["prediction"]["mean"],
                      "better_greedy": least([num(a.get("greedy")), num(a.get("dag_greedy"))]),
                      "linear_smoothe": num(a.get("linear_smoothe"))})
+    rows = with_kept_rows(HERE / f"{NAME}.csv", rows)
     write_rows(HERE / f"{NAME}.csv", rows)
     report(rows)
 
-
-def below(p):
-    """A percentage from `pct` in words."""
-    return f"{abs(p):.2f}% {'below' if p >= 0 else 'above'}"
 
 
 def report(rows):
