@@ -21,6 +21,11 @@ use crate::extraction::Extraction;
 const LENGTHS: [f64; 7] = [4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0];
 /// Noise variances tried, relative to the kernel's unit variance.
 const NOISES: [f64; 6] = [1e-3, 1e-2, 0.05, 0.1, 0.3, 1.0];
+/// Most labels a process is fitted on: the cheapest ones, where the loop
+/// searches. Fitting is cubic in them (about 0.2 s at 300, 12 s at 1200
+/// labels over the length and noise grid on one core), so a loop with a
+/// budget of thousands would otherwise spend minutes a round.
+pub const MAX_LABELS: usize = 512;
 
 /// A fitted process: predicts a standardised cost's mean and spread.
 #[derive(Debug, Clone)]
@@ -51,11 +56,16 @@ fn hamming(a: &[u32], b: &[u32]) -> usize {
 
 impl SelectionGp {
     /// Fits the process to `labels` (extractions of one graph and their
-    /// real costs; non-finite costs are skipped). `None` with fewer than
+    /// real costs; non-finite costs are skipped, and of more than
+    /// [`MAX_LABELS`] only the cheapest are used). `None` with fewer than
     /// two usable labels or when no setting of the grid factorises.
     pub fn fit(labels: &[(&Extraction, f64)]) -> Option<SelectionGp> {
-        let used: Vec<(Vec<u32>, f64)> =
-            labels.iter().filter(|(_, c)| c.is_finite()).map(|(e, c)| (codes(e), *c)).collect();
+        let mut finite: Vec<&(&Extraction, f64)> = labels.iter().filter(|(_, c)| c.is_finite()).collect();
+        if finite.len() > MAX_LABELS {
+            finite.sort_by(|a, b| a.1.total_cmp(&b.1));
+            finite.truncate(MAX_LABELS);
+        }
+        let used: Vec<(Vec<u32>, f64)> = finite.into_iter().map(|(e, c)| (codes(e), *c)).collect();
         let n = used.len();
         if n < 2 {
             return None;
@@ -139,5 +149,25 @@ mod tests {
         let far: Vec<Option<u32>> = (0..40).map(|i| Some(if i >= 20 { 2 } else { 0 })).collect();
         let (_, far_spread) = gp.predict(&[ext(&far)])[0];
         assert!(far_spread > near_spread, "{far_spread} vs {near_spread}");
+    }
+
+    #[test]
+    fn a_long_log_is_fitted_on_its_cheapest_labels() {
+        // Twice the cap: costs 0..2*MAX_LABELS, each label its own choices.
+        let data: Vec<(Extraction, f64)> = (0..2 * MAX_LABELS)
+            .map(|i| {
+                let c: Vec<Option<u32>> = (0..12).map(|b| Some(((i >> b) & 1) as u32)).collect();
+                (ext(&c), i as f64)
+            })
+            .collect();
+        let refs: Vec<(&Extraction, f64)> = data.iter().map(|(e, c)| (e, *c)).collect();
+        let gp = SelectionGp::fit(&refs).unwrap();
+        assert_eq!(gp.rows.len(), MAX_LABELS);
+        // The kept rows are exactly the cheapest labels' choices.
+        let kept: std::collections::HashSet<&Vec<u32>> = gp.rows.iter().collect();
+        let cheapest: Vec<Vec<u32>> = data[..MAX_LABELS].iter().map(|(e, _)| codes(e)).collect();
+        assert!(cheapest.iter().all(|r| kept.contains(r)));
+        // Its standardisation is theirs: mean (MAX_LABELS - 1) / 2.
+        assert!((gp.mean - (MAX_LABELS as f64 - 1.0) / 2.0).abs() < 1e-9, "{}", gp.mean);
     }
 }
