@@ -5,6 +5,7 @@
 # experiments/novelty.csv and novelty.md.
 #   experiments/novelty.sh                    # seeds 0 1 2, every circuit
 #   SEEDS=0 CIRCUITS="esyn/mul3" experiments/novelty.sh
+#   KEEP=1 SEEDS="1 2" experiments/novelty.sh        # add seeds to the last CSV
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet

@@ -8,7 +8,9 @@ acquisition picks (ranked first by the process) and of its explore picks
 final model (the ensemble, trained on the labels this loop chose), frozen
 as `measured.sh` does (`extract --model`, STEPS SmoothE steps, no time
 limit), measured by the oracle, against the better greedy and linear
-SmoothE of ablation.csv at the same seed.
+SmoothE of ablation.csv at the same seed, and against the default loop's
+final model of the NOVELTY run frozen alike, where novelty.sh's output
+for it is still in experiments/out.
 """
 import csv
 import json
@@ -26,6 +28,8 @@ NAME = os.environ.get("NAME", "selection_gp")
 NOVELTY = os.environ.get("NOVELTY", "novelty.csv")
 ABLATION = os.environ.get("ABLATION", "ablation.csv")
 OUT = ROOT / "experiments" / "out" / NAME
+# Where novelty.sh left the runs of NOVELTY (their loop models are frozen too).
+NOVELTY_OUT = ROOT / "experiments" / "out" / NOVELTY.removesuffix(".csv")
 # The model-free methods of novelty.csv (its columns).
 MODEL_FREE = ["random", "earlier_sampler", "earlier_random", "earlier_anneal"]
 
@@ -39,14 +43,21 @@ def one(task):
         run([BIN, "train-cost", "--oracle", ORACLE, "--jobs", 1, "--seed", seed, "--threads", 1, "-q",
              "--budget", BUDGET, "--acquisition", "selection-gp", "--labels", d / "gp.labels.jsonl",
              "--out", d / "gp.safetensors", SHARED / f"{circuit}.json"])
-    frozen = d / "frozen.json"
-    if not frozen.exists():
-        run([BIN, "extract", "--model", d / "gp.safetensors", "--seed", seed, "--threads", 1, "-q", "--time-limit", 0,
-             "--steps", STEPS, "-o", frozen, SHARED / f"{circuit}.json"])
-    cost = d / "frozen.cost"
-    if not cost.exists():
-        cost.write_text(str(oracle(SHARED / f"{circuit}.json", frozen)))
+    freeze(d / "gp.safetensors", circuit, seed, d / "frozen.json", d / "frozen.cost")
+    # The default loop's run of NOVELTY, where it is still on disk, frozen alike.
+    loop = NOVELTY_OUT / circuit.replace("/", "_") / str(seed)
+    if (loop / "loop.safetensors").exists():
+        freeze(loop / "loop.safetensors", circuit, seed, loop / "loop.frozen.json", loop / "loop.frozen.cost")
     return d
+
+
+def freeze(model, circuit, seed, extraction, cost):
+    """`model` frozen (`extract --model`, STEPS steps, no time limit) into `extraction`, its real cost into `cost`."""
+    if not extraction.exists():
+        run([BIN, "extract", "--model", model, "--seed", seed, "--threads", 1, "-q", "--time-limit", 0,
+             "--steps", STEPS, "-o", extraction, SHARED / f"{circuit}.json"])
+    if not cost.exists():
+        cost.write_text(str(oracle(SHARED / f"{circuit}.json", extraction)))
 
 
 def picks(rounds_path):
@@ -70,13 +81,15 @@ def main():
         acq, explore = picks(d / "gp.rounds.json")
         a = ablation.get((circuit, seed), {})
         result = json.load(open(d / "frozen.json"))
+        loop_cost = NOVELTY_OUT / circuit.replace("/", "_") / str(seed) / "loop.frozen.cost"
         rows.append({"circuit": circuit, "seed": seed, "gp": least(label_costs(d / "gp.labels.jsonl")[:BUDGET]),
                      "loop": num(n.get("loop")), "best_model_free": num(n.get("best_model_free")),
                      **{m: num(n.get(m)) for m in MODEL_FREE},
                      "gp_acquisition_mean": acq, "gp_explore_mean": explore,
                      "frozen": num((d / "frozen.cost").read_text()), "frozen_predicted": result["prediction"]["mean"],
                      "better_greedy": least([num(a.get("greedy")), num(a.get("dag_greedy"))]),
-                     "linear_smoothe": num(a.get("linear_smoothe"))})
+                     "linear_smoothe": num(a.get("linear_smoothe")),
+                     "loop_frozen": num(loop_cost.read_text()) if loop_cost.exists() else None})
     rows = with_kept_rows(HERE / f"{NAME}.csv", rows)
     write_rows(HERE / f"{NAME}.csv", rows)
     report(rows)
@@ -101,15 +114,15 @@ def report(rows):
         "",
         "| circuit | seed | gp | loop | best model-free | gp vs loop % | gp vs best model-free % "
         "| loop vs best model-free % | acq | explore | acq vs explore % | frozen | predicted | better greedy "
-        "| linear SmoothE |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| linear SmoothE | loop frozen |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r, a, b, c, k in zip(rows, vs_loop, vs_free, loop_free, ranked):
         lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(r['gp'], 0)} | {fmt(r['loop'], 0)} "
                      f"| {fmt(r['best_model_free'], 0)} | {fmt(a, 2)} | {fmt(b, 2)} | {fmt(c, 2)} "
                      f"| {fmt(r['gp_acquisition_mean'])} | {fmt(r['gp_explore_mean'])} | {fmt(k, 2)} "
                      f"| {fmt(r['frozen'], 0)} | {fmt(r['frozen_predicted'])} | {fmt(r['better_greedy'], 0)} "
-                     f"| {fmt(r['linear_smoothe'], 0)} |")
+                     f"| {fmt(r['linear_smoothe'], 0)} | {fmt(r.get('loop_frozen'), 0)} |")
     def by_circuit(key):
         """As ablation.md measures: `key`'s mean over seeds below the best model-free mean, averaged over circuits."""
         out = []
@@ -141,6 +154,13 @@ def report(rows):
         f"prediction off by {fmt(mean(frozen_error), 2)}% on average, {fmt(max(frozen_error), 2)}% at worst "
         "(target: 5%).",
     ]
+    pairs = [(r["frozen"], r["loop_frozen"]) for r in rows if r.get("loop_frozen") is not None]
+    if pairs:
+        gains = [pct(g, lp) for g, lp in pairs]
+        lines.append(
+            f"- Against the default loop's final models frozen alike (`loop frozen`, where `{NOVELTY}`'s runs "
+            f"are still on disk, {len(pairs)} runs): **{below(mean(gains))}** them on average, lower on "
+            f"{sum(1 for g in gains if g > 0)}, higher on {sum(1 for g in gains if g < 0)}.")
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
 
 

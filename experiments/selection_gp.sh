@@ -6,6 +6,7 @@
 # and selection_gp.md.
 #   experiments/selection_gp.sh               # seeds 0 1 2, every circuit
 #   SEEDS=0 CIRCUITS="esyn/mul3" experiments/selection_gp.sh
+#   KEEP=1 SEEDS="1 2" experiments/selection_gp.sh   # add seeds to the last CSV
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
