@@ -43,7 +43,12 @@ ESYN = [f"esyn/{p.stem}" for p in sorted((SHARED / "esyn").glob("*.json"))]
 OTHER = ["boole/mul16"]
 NAME = os.environ.get("NAME", "transfer")
 OUT = ROOT / "experiments" / "out" / NAME
+# ACQUISITION=selection-gp: every loop of the experiment (the corpus's, the
+# fine-tuned and the from-scratch ones) ranks its pool so (default: the
+# loop's own default).
+ACQUISITION = os.environ.get("ACQUISITION")
 COMMON = ["--seed", SEED, "--threads", 1, "-q"]
+LOOP = ["--acquisition", ACQUISITION] if ACQUISITION else []
 
 
 def graph(c):
@@ -62,7 +67,7 @@ def corpus():
         # A fresh log, so the time below includes every oracle call.
         (OUT / "labels.jsonl").unlink(missing_ok=True)
     start = time.time()
-    run([BIN, "train-cost", "--oracle", ORACLE, "--budget", BUDGET, "--jobs", 2, *COMMON, "--force",
+    run([BIN, "train-cost", "--oracle", ORACLE, "--budget", BUDGET, "--jobs", 2, *COMMON, *LOOP, "--force",
          "--labels", OUT / "labels.jsonl", "--out", OUT / "esyn.safetensors", *map(graph, ESYN)])
     seconds = time.time() - start
     rounds = json.load(open(OUT / "esyn.rounds.json"))
@@ -73,13 +78,13 @@ def one(task):
     c, baselines = task
     d = OUT / c.replace("/", "_")
     d.mkdir(parents=True, exist_ok=True)
-    row = dict(circuit=c, seed=SEED, budget=BUDGET, fine_tune_budget=FT)
+    row = dict(circuit=c, seed=SEED, budget=BUDGET, fine_tune_budget=FT, acquisition=ACQUISITION or "")
     others = [x for x in ESYN if x != c]
     loo = d / "loo.safetensors"
     # A copy of the corpus log (a log is locked by the run using it); every
     # label it needs is in it, so this costs no oracle call.
     (d / "corpus.labels.jsonl").write_bytes((OUT / "labels.jsonl").read_bytes())
-    run([BIN, "train-cost", "--oracle", ORACLE, "--budget", BUDGET, "--jobs", 2, *COMMON, "--force",
+    run([BIN, "train-cost", "--oracle", ORACLE, "--budget", BUDGET, "--jobs", 2, *COMMON, *LOOP, "--force",
          "--labels", d / "corpus.labels.jsonl", "--out", loo, *map(graph, others)])
     row["loo_new_calls"] = sum(1 for _ in open(d / "corpus.labels.jsonl")) - sum(1 for _ in open(OUT / "labels.jsonl"))
     row["corpus_test_spearman"] = json.load(open(d / "loo.rounds.json"))["corpus_report"]["test_spearman"]
@@ -95,7 +100,7 @@ def one(task):
         log = d / f"{kind}.labels.jsonl"
         log.unlink(missing_ok=True)
         model = d / f"{kind}.safetensors"
-        p = run([BIN, "train-cost", "--oracle", ORACLE, "--budget", FT, "--jobs", 1, *COMMON, "--force", *extra,
+        p = run([BIN, "train-cost", "--oracle", ORACLE, "--budget", FT, "--jobs", 1, *COMMON, *LOOP, "--force", *extra,
                  "--labels", log, "--out", model, graph(c)], check=False)
         if p.returncode != 0:
             row[kind] = row[f"{kind}_best_label"] = None
@@ -223,13 +228,14 @@ def short(note):
 
 def report():
     with open(HERE / f"{NAME}.csv") as f:
-        rows = [{k: (v if k in ("circuit", "note", "zero_call_pick") else num(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+        rows = [{k: (v if k in ("circuit", "note", "zero_call_pick", "acquisition") else num(v)) for k, v in r.items()} for r in csv.DictReader(f)]
     for r in rows:
         r["note"] = short(r.get("note"))
     seconds = rows[0]["corpus_seconds"]
     lines = ["# One model per cell library: transfer to designs it was not trained on", "",
              f"Made by `experiments/transfer.sh`: oracle {oracle_label()}, seed "
-             f"{int(rows[0]['seed'])}, {int(rows[0]['budget'])} oracle calls per training design; extractions "
+             f"{int(rows[0]['seed'])}, {int(rows[0]['budget'])} oracle calls per training design"
+             f"{f' (every loop with `--acquisition {acq}`)' if (acq := rows[0].get('acquisition')) else ''}; extractions "
              f"step-bounded ({STEPS} SmoothE steps). Positive % = better (smaller {METRIC}).", "",
              f"Training the corpus model over {int(rows[0]['corpus_designs'])} esyn circuits at `--budget "
              f"{int(rows[0]['budget'])}` took **{seconds / 60:.1f} min** on this 2-core machine, oracle calls "
