@@ -30,7 +30,9 @@ PAR = int(os.environ.get("PAR", "2"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]
 NAME = os.environ.get("NAME", "novelty")
 OUT = ROOT / "experiments" / "out" / NAME
-ARMS = {"loop": [], "random": ["--acquisition", "random"]}
+# The loop as it was when these results were made: `lcb` was the default
+# acquisition rule until selection-gp replaced it.
+ARMS = {"loop": ["--acquisition", "lcb"], "random": ["--acquisition", "random"]}
 EARLIER = ["sampler", "random", "anneal"]
 # Where the loop before the change and the earlier model-free runs come
 # from (for another oracle: BEFORE=ablation-lib2.csv EARLIER_CSV=ablation-lib2.csv,

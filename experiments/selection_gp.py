@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The loop with its screened pool ranked by a Gaussian process over the
-extractions (see selection_gp.sh), against the loop (`train-cost` at its
-defaults) and the best model-free method of novelty.csv, at the same seeds
+extractions (see selection_gp.sh), against the loop with `lcb` (its
+default until selection-gp replaced it) and the best model-free method of novelty.csv, at the same seeds
 and 300 calls. `gp acq` and `gp explore`: the mean real cost of the run's
 acquisition picks (ranked first by the process) and of its explore picks
 (drawn at random from the same pool), over its rounds. `frozen`: the run's
 final model (the ensemble, trained on the labels this loop chose), frozen
 as `measured.sh` does (`extract --model`, STEPS SmoothE steps, no time
 limit), measured by the oracle, against the better greedy and linear
-SmoothE of ablation.csv at the same seed, and against the default loop's
+SmoothE of ablation.csv at the same seed, and against the `lcb` loop's
 final model of the NOVELTY run frozen alike, where novelty.sh's output
 for it is still in experiments/out.
 """
@@ -44,7 +44,7 @@ def one(task):
              "--budget", BUDGET, "--acquisition", "selection-gp", "--labels", d / "gp.labels.jsonl",
              "--out", d / "gp.safetensors", SHARED / f"{circuit}.json"])
     freeze(d / "gp.safetensors", circuit, seed, d / "frozen.json", d / "frozen.cost")
-    # The default loop's run of NOVELTY, where it is still on disk, frozen alike.
+    # The `lcb` loop's run of NOVELTY, where it is still on disk, frozen alike.
     loop = NOVELTY_OUT / circuit.replace("/", "_") / str(seed)
     if (loop / "loop.safetensors").exists():
         freeze(loop / "loop.safetensors", circuit, seed, loop / "loop.frozen.json", loop / "loop.frozen.cost")
@@ -158,7 +158,7 @@ def report(rows):
     if pairs:
         gains = [pct(g, lp) for g, lp in pairs]
         lines.append(
-            f"- Against the default loop's final models frozen alike (`loop frozen`, where `{NOVELTY}`'s runs "
+            f"- Against the `lcb` loop's final models frozen alike (`loop frozen`, where `{NOVELTY}`'s runs "
             f"are still on disk, {len(pairs)} runs): **{below(mean(gains))}** them on average, lower on "
             f"{sum(1 for g in gains if g > 0)}, higher on {sum(1 for g in gains if g < 0)}.")
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")

@@ -42,9 +42,9 @@ pub struct TrainCostArgs {
     /// Features of the model.
     #[arg(long, value_parser = choice::<FeatureKind>())]
     features: Option<FeatureKind>,
-    /// How the model ranks screened candidates for labelling
-    /// (selection-gp: a Gaussian process over the labelled extractions'
-    /// choices instead of the ensemble; random: ignore the model, an
+    /// How screened candidates are ranked for labelling (default
+    /// selection-gp: a Gaussian process over the labelled extractions'
+    /// choices; lcb, ei, mean: the ensemble; random: no model, an
     /// ablation).
     #[arg(long, value_parser = choice::<Acquisition>())]
     acquisition: Option<Acquisition>,
