@@ -150,14 +150,25 @@ def write_rows(path, rows):
 
 
 def with_kept_rows(path, rows):
-    """With KEEP=1 in the environment, `rows` after the rows of the CSV at
-    `path` whose (circuit, seed) they do not rerun, so another seed adds to
-    the last results instead of replacing them; whole numbers are read back as
-    int, other numbers as float, empty cells as None. Without KEEP, `rows` alone."""
+    """With KEEP=1 in the environment, the rows of the CSV at `path`, each
+    replaced in place by the row of `rows` with its (circuit, seed), then
+    the rest of `rows`: another seed adds to the last results instead of
+    replacing them. Without KEEP, `rows` alone."""
     if not os.environ.get("KEEP") or not path.exists():
         return rows
-    rerun = {(r["circuit"], int(r["seed"])) for r in rows}
+    new = {(r["circuit"], int(r["seed"])): r for r in rows}
     with open(path) as f:
-        old = [{k: v if k == "circuit" else (int(v) if v.lstrip("-").isdigit() else num(v)) for k, v in r.items()}
-               for r in csv.DictReader(f)]
-    return [r for r in old if (r["circuit"], r["seed"]) not in rerun] + rows
+        old = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    merged = [new.pop((r["circuit"], r["seed"]), r) for r in old]
+    return merged + list(new.values())
+
+
+def cell(v):
+    """A CSV cell read back as what was written: a whole number as int,
+    another number as float, an empty cell as None, text as text."""
+    if v == "":
+        return None
+    if v.lstrip("-").isdigit():
+        return int(v)
+    n = num(v)
+    return v if n is None else n

@@ -96,7 +96,6 @@ def main():
     report_md(rows)
 
 
-
 def report_md(rows):
     def by_circuit(key):
         """How far `key`'s mean over seeds lies below the best model-free mean, averaged over circuits."""

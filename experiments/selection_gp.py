@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The loop with its screened pool ranked by a Gaussian process over the
 extractions (see selection_gp.sh), against the loop with `lcb` (its
-default until selection-gp replaced it) and the best model-free method of novelty.csv, at the same seeds
-and 300 calls. `gp acq` and `gp explore`: the mean real cost of the run's
+default until selection-gp replaced it) and the best model-free method of
+novelty.csv, at the same seeds and 300 calls. `gp acq` and `gp explore`: the mean real cost of the run's
 acquisition picks (ranked first by the process) and of its explore picks
 (drawn at random from the same pool), over its rounds. `frozen`: the run's
 final model (the ensemble, trained on the labels this loop chose), frozen
@@ -45,10 +45,15 @@ def one(task):
              "--out", d / "gp.safetensors", SHARED / f"{circuit}.json"])
     freeze(d / "gp.safetensors", circuit, seed, d / "frozen.json", d / "frozen.cost")
     # The `lcb` loop's run of NOVELTY, where it is still on disk, frozen alike.
-    loop = NOVELTY_OUT / circuit.replace("/", "_") / str(seed)
+    loop = novelty_run(circuit, seed)
     if (loop / "loop.safetensors").exists():
         freeze(loop / "loop.safetensors", circuit, seed, loop / "loop.frozen.json", loop / "loop.frozen.cost")
     return d
+
+
+def novelty_run(circuit, seed):
+    """Where novelty.sh left its run of `circuit` and `seed` for NOVELTY."""
+    return NOVELTY_OUT / circuit.replace("/", "_") / str(seed)
 
 
 def freeze(model, circuit, seed, extraction, cost):
@@ -81,7 +86,7 @@ def main():
         acq, explore = picks(d / "gp.rounds.json")
         a = ablation.get((circuit, seed), {})
         result = json.load(open(d / "frozen.json"))
-        loop_cost = NOVELTY_OUT / circuit.replace("/", "_") / str(seed) / "loop.frozen.cost"
+        loop_cost = novelty_run(circuit, seed) / "loop.frozen.cost"
         rows.append({"circuit": circuit, "seed": seed, "gp": least(label_costs(d / "gp.labels.jsonl")[:BUDGET]),
                      "loop": num(n.get("loop")), "best_model_free": num(n.get("best_model_free")),
                      **{m: num(n.get(m)) for m in MODEL_FREE},
@@ -93,7 +98,6 @@ def main():
     rows = with_kept_rows(HERE / f"{NAME}.csv", rows)
     write_rows(HERE / f"{NAME}.csv", rows)
     report(rows)
-
 
 
 def report(rows):
