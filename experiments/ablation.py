@@ -34,8 +34,8 @@ import os
 import random
 import sys
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, curve, mean, num, oracle, oracle_label,
-                        predict, run, run_all, spearman, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, cell, curve, mean, oracle,
+                        oracle_label, predict, run, run_all, spearman, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -181,8 +181,7 @@ def read_rows():
     if not (HERE / f"{NAME}.csv").exists():
         return []
     with open(HERE / f"{NAME}.csv") as f:
-        return [{k: (v if k in ("circuit", "optimum_checks", "picks_new_best") else (int(v) if k == "seed" else num(v)))
-                 for k, v in r.items()} for r in csv.DictReader(f)]
+        return [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def read_curves():
