@@ -32,7 +32,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from abc_common import BIN, HERE, METRIC, ORACLE, ROOT, SHARED, fmt, num, oracle, oracle_label, pct, predict, run, spearman
+from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, cell, fmt, oracle, oracle_label, pct, predict, run,
+                        spearman)
 
 BUDGET = int(os.environ.get("BUDGET", "100"))
 FT = int(os.environ.get("FT", "30"))
@@ -228,7 +229,7 @@ def short(note):
 
 def report():
     with open(HERE / f"{NAME}.csv") as f:
-        rows = [{k: (v if k in ("circuit", "note", "zero_call_pick", "acquisition") else num(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
     for r in rows:
         r["note"] = short(r.get("note"))
     seconds = rows[0]["corpus_seconds"]
