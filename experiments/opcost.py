@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Do per-operator costs transfer better than the corpus model? (see opcost.sh)
+
+A diagnostic over the label logs `transfer.sh` leaves in out/NAME (no new
+training run): for each esyn circuit left out, a linear cost per operator is
+fitted on the other designs' labels, *within* each design (every design has
+its own free offset, so only the differences between one design's
+extractions teach the costs; non-negative least squares, one cost per
+internal operator and one shared by all leaves). Then, on the circuit left
+out, with zero oracle calls on it for choosing:
+
+- `held-out Spearman`: how well those costs rank the circuit's own
+  labelled extractions (the corpus model's is in NAME.csv);
+- `op-cost SmoothE`: linear SmoothE on the e-graph with those costs in
+  place of its own, measured by the oracle (it is also the cheapest by
+  those costs of the baselines' extractions, so no pick among them could
+  differ).
+
+Each is compared with the run's greedy, dag-greedy, linear SmoothE and
+corpus-model zero-call results (NAME.csv). Rows are kept by (run, circuit)
+in opcost.csv, so runs with other oracles add to it:
+    NAME=transfer-sgp-seed1 experiments/opcost.sh
+    NAME=transfer-lib2 ORACLE=experiments/oracles/abc_area_lib2.sh experiments/opcost.sh
+`--report` redraws opcost.md from opcost.csv.
+"""
+import csv
+import json
+import os
+import sys
+from collections import Counter
+
+from abc_common import (BIN, HERE, SHARED, cell, fmt, mean, oracle, oracle_label, pct, run, run_all,
+                        spearman, write_rows)
+
+NAME = os.environ.get("NAME", "transfer")
+OUT = HERE / "out" / NAME
+PAR = int(os.environ.get("PAR", "2"))
+STEPS = os.environ.get("STEPS", "1000")
+LEAF = "<leaf>"
+SWEEPS = 20000
+
+
+def nnls(gram, rhs):
+    """argmin w >= 0 of w'Gw/2 - rhs'w by cyclic coordinate descent (the
+    problem has one variable per operator, so plain sweeps converge)."""
+    n = len(rhs)
+    w = [0.0] * n
+    for _ in range(SWEEPS):
+        moved = 0.0
+        for j in range(n):
+            if gram[j][j] <= 0:
+                continue
+            grad = sum(gram[j][k] * w[k] for k in range(n)) - rhs[j]
+            new = max(0.0, w[j] - grad / gram[j][j])
+            moved = max(moved, abs(new - w[j]))
+            w[j] = new
+        if moved < 1e-12:
+            break
+    return w
+
+
+def counts(nodes, choices, ops):
+    """Operator counts of an extraction (leaves pooled as LEAF)."""
+    c = Counter(nodes[n]["op"] if nodes[n]["children"] else LEAF for n in choices.values())
+    return [c[o] for o in ops]
+
+
+def fit(designs, ops):
+    """Per-operator costs from labelled extractions of several designs,
+    within each design: counts and costs are centred per design first
+    (a free offset each), then non-negative least squares."""
+    n = len(ops)
+    gram = [[0.0] * n for _ in range(n)]
+    rhs = [0.0] * n
+    for rows in designs:
+        mx = [sum(x[j] for x, _ in rows) / len(rows) for j in range(n)]
+        my = sum(y for _, y in rows) / len(rows)
+        for x, y in rows:
+            d = [x[j] - mx[j] for j in range(n)]
+            for j in range(n):
+                rhs[j] += d[j] * (y - my)
+                for k in range(n):
+                    gram[j][k] += d[j] * d[k]
+    return nnls(gram, rhs)
+
+
+def labelled(graphs):
+    """The run's corpus labels by circuit: [(choices, cost)], failed calls left out."""
+    by_fp = {}
+    for line in open(OUT / "labels.jsonl"):
+        x = json.loads(line)
+        if x.get("cost") is not None:
+            by_fp.setdefault(x["egraph"], []).append((x["choices"], x["cost"]))
+    out = {}
+    for rows in by_fp.values():
+        ids = rows[0][0].values()
+        for c, g in graphs.items():
+            if c not in out and all(i in g["nodes"] for i in ids):
+                out[c] = rows
+                break
+    return out
+
+
+def one(task):
+    c, row, graphs, ops, labels = task
+    d = OUT / c.replace("/", "_")
+    nodes = graphs[c]["nodes"]
+    others = [[(counts(graphs[o]["nodes"], ch, ops), y) for ch, y in labels[o]] for o in labels if o != c]
+    w = fit(others, ops)
+    price = dict(zip(ops, w))
+    own = [(counts(nodes, ch, ops), y) for ch, y in labels.get(c, [])]
+    out = dict(run=NAME, oracle=oracle_label().strip('`'), circuit=c, seed=row["seed"], greedy=row["greedy"],
+               dag_greedy=row["dag_greedy"],
+               linear_smoothe=row["linear_smoothe"], corpus_zero_call=row["zero_call"],
+               corpus_held_out_spearman=row["held_out_spearman"],
+               held_out_spearman=spearman([sum(a * b for a, b in zip(x, w)) for x, _ in own], [y for _, y in own])
+               if len(own) > 2 else None,
+               costs=" ".join(f"{o}={p:.3g}" for o, p in price.items() if p > 0))
+    # The e-graph with the learned costs (a floor keeps every node priced).
+    floor = 1e-3 * max(max(w), 1e-9)
+    g = json.loads(json.dumps(graphs[c]))
+    for n in g["nodes"].values():
+        n["cost"] = max(price[n["op"] if n["children"] else LEAF], floor)
+    (d / "opcost").mkdir(parents=True, exist_ok=True)
+    priced = d / "opcost" / "graph.json"
+    priced.write_text(json.dumps(g))
+    smoothe = d / "opcost" / "smoothe.json"
+    run([BIN, "extract", "--method", "smoothe", "--seed", row["seed"], "--threads", 1, "-q", "--time-limit", 0,
+         "--steps", STEPS, "-o", smoothe, priced])
+    out["op_cost_smoothe"] = oracle(SHARED / f"{c}.json", smoothe)
+    print(out, file=sys.stderr)
+    return out
+
+
+def main():
+    with open(HERE / f"{NAME}.csv") as f:
+        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    rows = [r for r in rows if r["circuit"].startswith("esyn/") and r["zero_call"] is not None]
+    graphs = {r["circuit"]: json.load(open(SHARED / f"{r['circuit']}.json")) for r in rows}
+    ops = sorted({n["op"] for g in graphs.values() for n in g["nodes"].values() if n["children"]}) + [LEAF]
+    labels = labelled(graphs)
+    new = run_all(one, [(r["circuit"], r, graphs, ops, labels) for r in rows], PAR)
+    path = HERE / "opcost.csv"
+    kept = []
+    if path.exists():
+        with open(path) as f:
+            kept = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f) if r["run"] != NAME]
+    write_rows(path, kept + new)
+    report()
+
+
+def report():
+    with open(HERE / "opcost.csv") as f:
+        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    lines = ["# Per-operator costs learned within designs, against the corpus model",
+             "",
+             "Made by `experiments/opcost.sh` from the label logs of the transfer runs named below (each with its "
+             "oracle; no new training). For each esyn circuit left out, one cost per internal operator and one for "
+             "all leaves is fitted by non-negative least squares on the other five designs' labels, within each "
+             "design (a free offset per design). On the circuit left out, with no oracle call to choose: `held-out "
+             "Spearman` ranks its own labels by those costs (`corpus`: the corpus model's, from the run's CSV); "
+             "`op-cost SmoothE` is linear SmoothE with those costs in place of the e-graph's (1000 steps, the run's "
+             "seed), measured. `corpus zero-call` is the run's `extract --model` with its leave-one-out model.",
+             "",
+             "| run | circuit | greedy | dag-greedy | linear SmoothE | corpus zero-call | op-cost SmoothE |"
+             " corpus held-out Spearman | held-out Spearman | costs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['run']} | {r['circuit']} | {fmt(r['greedy'])} | {fmt(r['dag_greedy'])} | "
+                     f"{fmt(r['linear_smoothe'])} | {fmt(r['corpus_zero_call'])} | {fmt(r['op_cost_smoothe'])} | "
+                     f"{fmt(r['corpus_held_out_spearman'], 3)} | {fmt(r['held_out_spearman'], 3)} | {r['costs']} |")
+    lines += ["", "By run: mean % below linear SmoothE (positive: smaller), circuits where the extraction is worse "
+              "than the better of greedy and dag-greedy, mean held-out Spearman.", "",
+              "| run | oracle | corpus zero-call % | op-cost SmoothE % | worse than better greedy (corpus / op-cost) |"
+              " held-out Spearman (corpus / op-cost) |",
+              "|---|---|---|---|---|---|"]
+    runs = {}
+    for r in rows:
+        runs.setdefault(r["run"], []).append(r)
+    for name, rs in list(runs.items()) + [("all", rows)]:
+        def worse(k):
+            return sum(1 for r in rs if r[k] > min(r["greedy"], r["dag_greedy"]))
+        oracles = " ".join(f"`{o}`" for o in dict.fromkeys(r["oracle"] for r in rs))
+        lines.append(f"| {name} | {oracles if name != 'all' else '-'} | "
+                     f"{fmt(mean([pct(r['corpus_zero_call'], r['linear_smoothe']) for r in rs]), 2)} | "
+                     f"{fmt(mean([pct(r['op_cost_smoothe'], r['linear_smoothe']) for r in rs]), 2)} | "
+                     f"{worse('corpus_zero_call')} / {worse('op_cost_smoothe')} of {len(rs)} | "
+                     f"{fmt(mean([r['corpus_held_out_spearman'] for r in rs]), 3)} / "
+                     f"{fmt(mean([r['held_out_spearman'] for r in rs]), 3)} |")
+    (HERE / "opcost.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    report() if "--report" in sys.argv else main()
