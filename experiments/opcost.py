@@ -21,7 +21,11 @@ corpus-model zero-call results (NAME.csv). Rows are kept by (run, circuit)
 in opcost.csv, so runs with other oracles add to it:
     NAME=transfer-sgp-seed1 experiments/opcost.sh
     NAME=transfer-lib2 ORACLE=experiments/oracles/abc_area_lib2.sh experiments/opcost.sh
-`--report` redraws opcost.md from opcost.csv.
+`WITHIN=selection_gp experiments/opcost.sh` fits the same costs within one
+design instead, on the 300 labels of each run of `selection_gp.sh`, and
+measures linear SmoothE with them against that run's best label
+(opcost_within.csv): would such an extraction be worth a label in the loop?
+`--report` redraws opcost.md from both CSVs.
 """
 import csv
 import json
@@ -29,7 +33,7 @@ import os
 import sys
 from collections import Counter
 
-from abc_common import (BIN, HERE, SHARED, cell, fmt, mean, oracle, oracle_label, pct, run, run_all,
+from abc_common import (BIN, HERE, SHARED, below, cell, fmt, mean, oracle, oracle_label, pct, run, run_all,
                         spearman, write_rows)
 
 NAME = os.environ.get("NAME", "transfer")
@@ -37,6 +41,9 @@ OUT = HERE / "out" / NAME
 PAR = int(os.environ.get("PAR", "2"))
 STEPS = os.environ.get("STEPS", "1000")
 LEAF = "<leaf>"
+# WITHIN=selection_gp fits within each run of that experiment instead.
+WITHIN = os.environ.get("WITHIN")
+WITHIN_OUT = HERE / "out" / (WITHIN or "")
 SWEEPS = 20000
 
 
@@ -101,6 +108,21 @@ def labelled(graphs):
     return out
 
 
+def priced_smoothe(c, graph, price, d, seed):
+    """Linear SmoothE on circuit `c` with the operator costs `price` in
+    place of its own (a floor keeps every node priced), measured by the
+    oracle; its files go to folder `d`."""
+    floor = 1e-3 * max(max(price.values()), 1e-9)
+    g = json.loads(json.dumps(graph))
+    for n in g["nodes"].values():
+        n["cost"] = max(price[n["op"] if n["children"] else LEAF], floor)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "graph.json").write_text(json.dumps(g))
+    run([BIN, "extract", "--method", "smoothe", "--seed", seed, "--threads", 1, "-q", "--time-limit", 0,
+         "--steps", STEPS, "-o", d / "smoothe.json", d / "graph.json"])
+    return oracle(SHARED / f"{c}.json", d / "smoothe.json")
+
+
 def one(task):
     c, row, graphs, ops, labels = task
     d = OUT / c.replace("/", "_")
@@ -116,20 +138,38 @@ def one(task):
                held_out_spearman=spearman([sum(a * b for a, b in zip(x, w)) for x, _ in own], [y for _, y in own])
                if len(own) > 2 else None,
                costs=" ".join(f"{o}={p:.3g}" for o, p in price.items() if p > 0))
-    # The e-graph with the learned costs (a floor keeps every node priced).
-    floor = 1e-3 * max(max(w), 1e-9)
-    g = json.loads(json.dumps(graphs[c]))
-    for n in g["nodes"].values():
-        n["cost"] = max(price[n["op"] if n["children"] else LEAF], floor)
-    (d / "opcost").mkdir(parents=True, exist_ok=True)
-    priced = d / "opcost" / "graph.json"
-    priced.write_text(json.dumps(g))
-    smoothe = d / "opcost" / "smoothe.json"
-    run([BIN, "extract", "--method", "smoothe", "--seed", row["seed"], "--threads", 1, "-q", "--time-limit", 0,
-         "--steps", STEPS, "-o", smoothe, priced])
-    out["op_cost_smoothe"] = oracle(SHARED / f"{c}.json", smoothe)
+    out["op_cost_smoothe"] = priced_smoothe(c, graphs[c], price, d / "opcost", row["seed"])
     print(out, file=sys.stderr)
     return out
+
+
+def one_within(task):
+    """The same costs fitted on one loop run's own labels of its design."""
+    row, ops = task
+    c, seed = row["circuit"], row["seed"]
+    d = WITHIN_OUT / c.replace("/", "_") / str(seed)
+    graph = json.load(open(SHARED / f"{c}.json"))
+    labels = [json.loads(line) for line in open(d / "gp.labels.jsonl")]
+    own = [(counts(graph["nodes"], x["choices"], ops), x["cost"]) for x in labels if x.get("cost") is not None]
+    price = dict(zip(ops, fit([own], ops)))
+    out = dict(circuit=c, seed=seed, better_greedy=row["better_greedy"], linear_smoothe=row["linear_smoothe"],
+               best_model_free=row["best_model_free"], loop_best_label=row["gp"],
+               op_cost_smoothe=priced_smoothe(c, graph, price, d / "opcost", seed),
+               costs=" ".join(f"{o}={p:.3g}" for o, p in price.items() if p > 0))
+    print(out, file=sys.stderr)
+    return out
+
+
+def within():
+    """Costs fitted within one design on the 300 labels of each
+    `selection_gp.sh` run (WITHIN=its NAME), then linear SmoothE with them:
+    would such an extraction be worth a label in the loop?"""
+    with open(HERE / f"{WITHIN}.csv") as f:
+        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f) if r["circuit"].startswith("esyn/")]
+    graphs = [json.load(open(SHARED / f"{c}.json")) for c in dict.fromkeys(r["circuit"] for r in rows)]
+    ops = sorted({n["op"] for g in graphs for n in g["nodes"].values() if n["children"]}) + [LEAF]
+    write_rows(HERE / "opcost_within.csv", run_all(one_within, [(r, ops) for r in rows], PAR))
+    report()
 
 
 def main():
@@ -147,6 +187,25 @@ def main():
             kept = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f) if r["run"] != NAME]
     write_rows(path, kept + new)
     report()
+
+
+def within_lines(ws):
+    """The table of `within()`'s rows."""
+    lines = ["", "## Fitted within the design, on the loop's own labels", "",
+             "The same costs fitted on the 300 labels of one `selection_gp.sh` run (`WITHIN=selection_gp`, "
+             "`examples/oracles/abc_area.sh`), then linear SmoothE with them (the run's seed), measured: is such an "
+             "extraction worth a label in the loop?", "",
+             "| circuit | seed | better greedy | linear SmoothE | best model-free (300 calls) | loop's best label |"
+             " op-cost SmoothE | costs |", "|---|---|---|---|---|---|---|---|"]
+    for r in ws:
+        lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(r['better_greedy'])} | {fmt(r['linear_smoothe'])} | "
+                     f"{fmt(r['best_model_free'])} | {fmt(r['loop_best_label'])} | {fmt(r['op_cost_smoothe'])} | "
+                     f"{r['costs'] or 'none'} |")
+    lower = sum(r["op_cost_smoothe"] < r["loop_best_label"] for r in ws)
+    return lines + ["", f"- Op-cost SmoothE below the loop's best label: {lower} of {len(ws)} runs; on average "
+                    f"{below(mean([pct(r['op_cost_smoothe'], r['loop_best_label']) for r in ws]))} it and "
+                    f"{below(mean([pct(r['op_cost_smoothe'], r['linear_smoothe']) for r in ws]))} linear SmoothE "
+                    "(`costs` none: every fitted cost is zero, so SmoothE minimises the node count)."]
 
 
 def report():
@@ -187,8 +246,12 @@ def report():
                      f"{worse('corpus_zero_call')} / {worse('op_cost_smoothe')} of {len(rs)} | "
                      f"{fmt(mean([r['corpus_held_out_spearman'] for r in rs]), 3)} / "
                      f"{fmt(mean([r['held_out_spearman'] for r in rs]), 3)} |")
+    within_csv = HERE / "opcost_within.csv"
+    if within_csv.exists():
+        with open(within_csv) as f:
+            lines += within_lines([{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)])
     (HERE / "opcost.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    report() if "--report" in sys.argv else main()
+    report() if "--report" in sys.argv else within() if WITHIN else main()

@@ -5,7 +5,8 @@
 # experiments/opcost.csv and redraws opcost.md.
 #   experiments/opcost.sh                                   # NAME=transfer (run transfer.sh first)
 #   NAME=transfer-lib2 ORACLE=experiments/oracles/abc_area_lib2.sh experiments/opcost.sh
-#   python3 experiments/opcost.py --report                  # redraw the table only
+#   WITHIN=selection_gp experiments/opcost.sh               # costs fitted within each selection_gp.sh run
+#   python3 experiments/opcost.py --report                  # redraw the tables only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
