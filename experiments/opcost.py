@@ -91,6 +91,16 @@ def fit(designs, ops):
     return nnls(gram, rhs)
 
 
+def extracts(graph, choices):
+    """Whether `choices` (class -> node) is closed in `graph`: every chosen
+    node is of its class and every child class is chosen (how a label is
+    matched to its e-graph; node names alone recur across designs)."""
+    nodes = graph["nodes"]
+    return all(n in nodes and nodes[n]["eclass"] == c and all(nodes[k]["eclass"] in choices
+                                                                for k in nodes[n]["children"])
+               for c, n in choices.items())
+
+
 def labelled(graphs):
     """The run's corpus labels by circuit: [(choices, cost)], failed calls left out."""
     by_fp = {}
@@ -100,11 +110,10 @@ def labelled(graphs):
             by_fp.setdefault(x["egraph"], []).append((x["choices"], x["cost"]))
     out = {}
     for rows in by_fp.values():
-        ids = rows[0][0].values()
-        for c, g in graphs.items():
-            if c not in out and all(i in g["nodes"] for i in ids):
-                out[c] = rows
-                break
+        matches = [c for c, g in graphs.items() if extracts(g, rows[0][0])]
+        if len(matches) != 1 or matches[0] in out:
+            raise SystemExit(f"{OUT / 'labels.jsonl'}: labels of one e-graph match {matches or 'no circuit'}")
+        out[matches[0]] = rows
     return out
 
 
