@@ -30,10 +30,10 @@ pub trait CostModel: Send + Sync {
         self.costs_of(extractions)
     }
     /// Added, when choosing, to the selection cost of the optimiser's own
-    /// result (not to the model-free extractions it is compared with): how
-    /// much cheaper than it really is the model may score an extraction
-    /// found by optimising against it, in cost units. Default: 0.
-    fn optimum_charge(&self) -> f64 {
+    /// result `optimum` (not to the model-free extractions it is compared
+    /// with): how much cheaper than it really is the model may score an
+    /// extraction found by optimising against it, in cost units. Default: 0.
+    fn optimum_charge(&self, _optimum: &Extraction) -> f64 {
         0.0
     }
 }

@@ -292,7 +292,7 @@ impl smoothe::cost::CostModel for ChoosesOtherwise {
     fn selection_costs(&self, es: &[smoothe::extraction::Extraction]) -> Vec<f64> {
         (self.selection)(&self.linear, es)
     }
-    fn optimum_charge(&self) -> f64 {
+    fn optimum_charge(&self, _optimum: &smoothe::extraction::Extraction) -> f64 {
         self.charge
     }
 }

@@ -183,7 +183,7 @@ fn pick_by_selection_costs<const N: usize>(
 ) -> (&'static str, Extraction, f64) {
     let extractions: Vec<Extraction> = candidates.iter().map(|(_, e)| e.clone()).collect();
     let mut costs = model.selection_costs(&extractions);
-    let charge = model.optimum_charge();
+    let charge = extractions.first().map_or(0.0, |optimum| model.optimum_charge(optimum));
     if let Some(optimum) = costs.first_mut() {
         *optimum += charge;
     }

@@ -390,9 +390,25 @@ impl CostModel for LearnedCost {
     /// model-free extraction by more than that to replace it. Without a
     /// calibration (a corpus of one design, an older model file), or on a
     /// design the model was trained on, 0.
-    fn optimum_charge(&self) -> f64 {
-        match (self.design.reference, self.model.meta.transfer_margin) {
-            (Some(r), Some(margin)) if !r.measured => margin * r.cost,
+    ///
+    /// On the design the model's active loop was trained on, the loop's
+    /// own optimism: each round it labelled the model's optimum, and those
+    /// optima measured on average [`super::network::OptimumError::mean`] (as a share of
+    /// the prediction) above what the model predicted. An optimum found by
+    /// optimising against the frozen model is the same kind of pick, so
+    /// its predicted mean is charged that share (when positive) before it
+    /// is compared with extractions the oracle measured. An optimum the
+    /// oracle measured itself, or a model without that record (one not
+    /// trained by the loop), pays nothing.
+    fn optimum_charge(&self, optimum: &Extraction) -> f64 {
+        match (self.design.reference, self.model.meta.transfer_margin, self.model.meta.optimum_error) {
+            (Some(r), Some(margin), _) if !r.measured => margin * r.cost,
+            (_, _, Some(error)) if self.design.trained_on_design && error.mean > 0.0 => {
+                match self.predict(std::slice::from_ref(optimum)).as_deref() {
+                    Ok([p]) if p.measured.is_none() && p.mean.is_finite() => error.mean * p.mean.max(0.0),
+                    _ => 0.0,
+                }
+            }
             _ => 0.0,
         }
     }

@@ -95,10 +95,19 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
             );
         }
         if let Some(charge) = result.json["optimum_charge"].as_f64().filter(|&c| c > 0.0) {
-            eprintln!(
-                "on a design it was not trained on, the model's own optimum must beat the model-free \
-                 extractions by its transfer margin, {charge:.4} here"
-            );
+            if let Some(o) = result.optimum_error.filter(|_| result.design.is_some_and(|d| d.trained_on_design)) {
+                eprintln!(
+                    "the model's own optimum was charged {charge:.4} before it was compared with the other \
+                     extractions: in the loop that trained it, its optima measured {:+.1}% from their \
+                     predictions on average",
+                    100.0 * o.mean
+                );
+            } else {
+                eprintln!(
+                    "on a design it was not trained on, the model's own optimum must beat the model-free \
+                     extractions by its transfer margin, {charge:.4} here"
+                );
+            }
         }
         if let Some(design) = result.design {
             note_design(design);
