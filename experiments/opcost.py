@@ -72,6 +72,16 @@ def counts(nodes, choices, ops):
     return [c[o] for o in ops]
 
 
+def operators(graphs):
+    """The internal operators of the e-graphs, sorted, then LEAF: the fit's columns."""
+    return sorted({n["op"] for g in graphs for n in g["nodes"].values() if n["children"]}) + [LEAF]
+
+
+def cost_text(price):
+    """The non-zero fitted costs, as the tables show them."""
+    return " ".join(f"{o}={p:.3g}" for o, p in price.items() if p > 0)
+
+
 def fit(designs, ops):
     """Per-operator costs from labelled extractions of several designs,
     within each design: counts and costs are centred per design first
@@ -133,21 +143,19 @@ def priced_smoothe(c, graph, price, d, seed):
 
 
 def one(task):
-    c, row, graphs, ops, labels = task
+    c, row, graph, ops, rows = task
     d = OUT / c.replace("/", "_")
-    nodes = graphs[c]["nodes"]
-    others = [[(counts(graphs[o]["nodes"], ch, ops), y) for ch, y in labels[o]] for o in labels if o != c]
-    w = fit(others, ops)
+    w = fit([r for o, r in rows.items() if o != c], ops)
     price = dict(zip(ops, w))
-    own = [(counts(nodes, ch, ops), y) for ch, y in labels.get(c, [])]
+    own = rows.get(c, [])
     out = dict(run=NAME, oracle=oracle_label().strip('`'), circuit=c, seed=row["seed"], greedy=row["greedy"],
                dag_greedy=row["dag_greedy"],
                linear_smoothe=row["linear_smoothe"], corpus_zero_call=row["zero_call"],
                corpus_held_out_spearman=row["held_out_spearman"],
                held_out_spearman=spearman([sum(a * b for a, b in zip(x, w)) for x, _ in own], [y for _, y in own])
                if len(own) > 2 else None,
-               costs=" ".join(f"{o}={p:.3g}" for o, p in price.items() if p > 0))
-    out["op_cost_smoothe"] = priced_smoothe(c, graphs[c], price, d / "opcost", row["seed"])
+               costs=cost_text(price))
+    out["op_cost_smoothe"] = priced_smoothe(c, graph, price, d / "opcost", row["seed"])
     print(out, file=sys.stderr)
     return out
 
@@ -163,8 +171,7 @@ def one_within(task):
     price = dict(zip(ops, fit([own], ops)))
     out = dict(circuit=c, seed=seed, better_greedy=row["better_greedy"], linear_smoothe=row["linear_smoothe"],
                best_model_free=row["best_model_free"], loop_best_label=row["gp"],
-               op_cost_smoothe=priced_smoothe(c, graph, price, d / "opcost", seed),
-               costs=" ".join(f"{o}={p:.3g}" for o, p in price.items() if p > 0))
+               op_cost_smoothe=priced_smoothe(c, graph, price, d / "opcost", seed), costs=cost_text(price))
     print(out, file=sys.stderr)
     return out
 
@@ -175,8 +182,7 @@ def within():
     would such an extraction be worth a label in the loop?"""
     with open(HERE / f"{WITHIN}.csv") as f:
         rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f) if r["circuit"].startswith("esyn/")]
-    graphs = [json.load(open(SHARED / f"{c}.json")) for c in dict.fromkeys(r["circuit"] for r in rows)]
-    ops = sorted({n["op"] for g in graphs for n in g["nodes"].values() if n["children"]}) + [LEAF]
+    ops = operators(json.load(open(SHARED / f"{c}.json")) for c in dict.fromkeys(r["circuit"] for r in rows))
     write_rows(HERE / "opcost_within.csv", run_all(one_within, [(r, ops) for r in rows], PAR))
     report()
 
@@ -186,9 +192,11 @@ def main():
         rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
     rows = [r for r in rows if r["circuit"].startswith("esyn/") and r["zero_call"] is not None]
     graphs = {r["circuit"]: json.load(open(SHARED / f"{r['circuit']}.json")) for r in rows}
-    ops = sorted({n["op"] for g in graphs.values() for n in g["nodes"].values() if n["children"]}) + [LEAF]
-    labels = labelled(graphs)
-    new = run_all(one, [(r["circuit"], r, graphs, ops, labels) for r in rows], PAR)
+    ops = operators(graphs.values())
+    # Each labelled extraction's operator counts, once for every fit that uses it.
+    counted = {c: [(counts(graphs[c]["nodes"], ch, ops), y) for ch, y in labels]
+               for c, labels in labelled(graphs).items()}
+    new = run_all(one, [(r["circuit"], r, graphs[r["circuit"]], ops, counted) for r in rows], PAR)
     path = HERE / "opcost.csv"
     kept = []
     if path.exists():

@@ -388,13 +388,14 @@ impl CostModel for LearnedCost {
     /// turn, see [`super::reference::transfer_margin`]) in this design's
     /// estimated cost units: the optimum must be predicted cheaper than a
     /// model-free extraction by more than that to replace it. Without a
-    /// calibration (a corpus of one design, an older model file), or on a
-    /// design the model was trained on, 0.
+    /// calibration (a corpus of one design, an older model file), no
+    /// margin.
     ///
     /// On the design the model's active loop was trained on, the loop's
-    /// own optimism: each round it labelled the model's optimum, and those
-    /// optima measured on average [`super::network::OptimumError::mean`] (as a share of
-    /// the prediction) above what the model predicted. An optimum found by
+    /// own optimism instead: each round it labelled the model's optimum,
+    /// and those optima measured on average
+    /// [`super::network::OptimumError::mean`] (as a share of the
+    /// prediction) above what the model predicted. An optimum found by
     /// optimising against the frozen model is the same kind of pick, so
     /// its predicted mean is charged that share (when positive) before it
     /// is compared with extractions the oracle measured. An optimum the
