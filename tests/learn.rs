@@ -703,12 +703,13 @@ fn an_unmeasured_optimum_on_its_own_design_pays_the_loops_optimism() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let unmeasured = smoothe::extract::random_extraction(&problem.graph, &mut rng);
     let baselines = [Greedy.extract(&problem).unwrap(), DagGreedy.extract(&problem).unwrap()];
-    // The loop's optima measured 10% above their predictions on average.
+    // The loop's optima measured 10% above their predictions on average,
+    // 15% at worst: the worst share is charged.
     let optimistic = bind(OptimumError::of(&[(100.0, 105.0), (100.0, 115.0)]));
     let p = &optimistic.predict(std::slice::from_ref(&unmeasured)).unwrap()[0];
     assert!(p.measured.is_none(), "a random extraction was labelled");
     let charge = optimistic.optimum_charge(&unmeasured);
-    assert!((charge - 0.1 * p.mean).abs() <= 1e-9 * p.mean.abs(), "charge {charge} for a prediction {}", p.mean);
+    assert!((charge - 0.15 * p.mean).abs() <= 1e-9 * p.mean.abs(), "charge {charge} for a prediction {}", p.mean);
     // An optimum the oracle measured is judged by that and pays nothing.
     let measured: Vec<_> = baselines
         .iter()
@@ -718,9 +719,52 @@ fn an_unmeasured_optimum_on_its_own_design_pays_the_loops_optimism() {
     for e in measured {
         assert_eq!(optimistic.optimum_charge(e), 0.0);
     }
-    // Optima that measured below their predictions, or no record: no charge.
-    assert_eq!(bind(OptimumError::of(&[(100.0, 95.0)])).optimum_charge(&unmeasured), 0.0);
+    // Optima that all measured below their predictions, or no record: no charge.
+    assert_eq!(bind(OptimumError::of(&[(100.0, 95.0), (100.0, 99.0)])).optimum_charge(&unmeasured), 0.0);
     assert_eq!(bind(None).optimum_charge(&unmeasured), 0.0);
+}
+
+#[test]
+fn the_trust_region_loosens_only_where_the_loops_optima_measured_as_predicted() {
+    use rand::SeedableRng;
+    use smoothe::learn::network::OptimumError;
+    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
+    let problem = smoothe::preprocess::preprocess(&original).unwrap();
+    let shipped = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
+    let (spread, level) = (shipped.meta.target_std, shipped.meta.target_mean);
+    let bind = |error: Option<OptimumError>| {
+        let mut model = shipped.clone();
+        model.meta.optimum_error = error;
+        LearnedCost::new(model, &problem, &original, Conservatism::FROZEN, 0.0, &device()).unwrap()
+    };
+    // No record, or fewer than three optima: the label spread, as ever.
+    assert_eq!(bind(None).trust_unit(), spread);
+    assert_eq!(bind(OptimumError::of(&[(100.0, 100.5), (100.0, 100.2)])).trust_unit(), spread);
+    // Optima off by more than a spread: never charged more than the spread.
+    let off = spread / level * 2.0;
+    assert_eq!(bind(OptimumError::of(&[(100.0, 100.0 * (1.0 + off)); 3])).trust_unit(), spread);
+    // Three optima, the worst 1% above its prediction: 1% of the label level.
+    let accurate = bind(OptimumError::of(&[(100.0, 101.0), (100.0, 99.0), (100.0, 100.5)]));
+    assert!(0.01 * level < spread, "the fixture's spread {spread} is too small for this check");
+    assert!((accurate.trust_unit() - 0.01 * level).abs() <= 1e-9 * level, "{}", accurate.trust_unit());
+    // Pessimistic optima count by their mean size: 2% here.
+    let pessimistic = bind(OptimumError::of(&[(100.0, 97.0), (100.0, 98.0), (100.0, 99.0)]));
+    assert!((pessimistic.trust_unit() - 0.02 * level).abs() <= 1e-9 * level, "{}", pessimistic.trust_unit());
+    // The charge of an extraction away from the data scales with the unit,
+    // and so does the score SmoothE minimises (whose relaxation
+    // `objective_prices_extractions_as_its_expectation_does` ties to it).
+    use smoothe::cost::CostModel;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let far = smoothe::extract::random_extraction(&problem.graph, &mut rng);
+    let plain = bind(None);
+    let p = plain.predict(std::slice::from_ref(&far)).unwrap()[0];
+    let full = plain.charge(&p);
+    assert!(full > 0.0, "a random extraction should lie away from the training rows: {p:?}");
+    let scaled = accurate.charge(&p);
+    assert!((scaled - full * 0.01 * level / spread).abs() <= 1e-9 * full, "{scaled} against {full}");
+    let gap = plain.cost_of(&far) - accurate.cost_of(&far);
+    assert!((gap - (full - scaled)).abs() <= 1e-4 * full, "score gap {gap}, charge gap {}", full - scaled);
 }
 
 /// `smoothe search` on `graph` in `dir`, with the counting toy oracle and
@@ -1307,7 +1351,7 @@ fn one_model_over_several_designs_transfers_and_adapts() {
     // No transfer margin on a design the model has labels of; only the
     // tuning loop's own optimism, on an optimum the oracle never measured.
     let tuned_charge = tuned_result["optimum_charge"].as_f64().unwrap();
-    let optimism = tuned_model.meta.optimum_error.map_or(0.0, |o| o.mean.max(0.0));
+    let optimism = tuned_model.meta.optimum_error.map_or(0.0, |o| o.worst.max(0.0));
     assert!(tuned_charge >= 0.0 && (optimism > 0.0 || tuned_charge == 0.0), "{tuned_charge} {optimism}");
     if tuned_result["pick"] == "smoothe" && tuned_result["prediction"]["measured"].is_null() {
         let mean = tuned_result["prediction"]["mean"].as_f64().unwrap();

@@ -139,6 +139,10 @@ impl ExtractJob {
             extra.insert("prediction".into(), serde_json::to_value(p)?);
             let design = m.design_fit();
             extra.insert("trained_on_design".into(), json!(design.trained_on_design));
+            // What a step away from the training data cost the optimiser,
+            // against the label spread it costs by default.
+            extra.insert("trust_unit".into(), json!(m.trust_unit()));
+            extra.insert("label_spread".into(), json!(m.model().meta.target_std));
             if let Some(r) = design.reference {
                 extra.insert("reference".into(), serde_json::to_value(r)?);
             }

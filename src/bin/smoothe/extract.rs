@@ -98,14 +98,27 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
             if let Some(o) = result.optimum_error.filter(|_| result.design.is_some_and(|d| d.trained_on_design)) {
                 eprintln!(
                     "the model's own optimum was charged {charge:.4} before it was compared with the other \
-                     extractions: in the loop that trained it, its optima measured {:+.1}% from their \
-                     predictions on average",
-                    100.0 * o.mean
+                     extractions: in the loop that trained it, its optima measured up to {:+.1}% from their \
+                     predictions",
+                    100.0 * o.worst
                 );
             } else {
                 eprintln!(
                     "on a design it was not trained on, the model's own optimum must beat the model-free \
                      extractions by its transfer margin, {charge:.4} here"
+                );
+            }
+        }
+        let trust = (result.json["trust_unit"].as_f64(), result.json["label_spread"].as_f64());
+        if let (Some(unit), Some(spread), Some(o)) = (trust.0, trust.1, result.optimum_error) {
+            if unit < spread {
+                eprintln!(
+                    "leaving the training data cost the optimiser {unit:.4} per step, less than the label spread \
+                     {spread:.4}: in the loop that trained it, this model's own optima measured {:+.1}% from \
+                     their predictions on average (worst {:+.1}%, {} rounds)",
+                    100.0 * o.mean,
+                    100.0 * o.worst,
+                    o.checked
                 );
             }
         }
