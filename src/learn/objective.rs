@@ -156,7 +156,7 @@ pub struct LearnedCost {
 
 /// Fewest optima a loop must have measured before their error may loosen
 /// the trust region ([`trust_unit`]).
-const MIN_OPTIMUM_CHECKS: usize = 3;
+pub const MIN_OPTIMUM_CHECKS: usize = 3;
 
 /// What leaving the training data costs, in oracle units per box-width or
 /// spacing (times [`Conservatism::trust`]): the spread of the training
