@@ -176,9 +176,9 @@ pub const MIN_OPTIMUM_CHECKS: usize = 3;
 /// structurally hashed AIG, `experiments/oracles/abc_aig.sh`) they were
 /// off by under 2.5% with seed 0 and the unit falls to 1-22% of the spread,
 /// which took the seed-0 frozen models there from 4.2% to 11.1% below the
-/// better greedy
-/// (`experiments/ablation-aig.md`), while the ABC area ones, refrozen,
-/// moved from 1.51% to 1.47% below it (`experiments/selection_gp.md`).
+/// better greedy (`experiments/ablation-aig.md`), while the ABC area ones,
+/// refrozen, moved from 1.51% to 1.47% below it
+/// (`experiments/selection_gp.md`).
 pub fn trust_unit(meta: &super::network::ModelMeta, trained_on_design: bool) -> f64 {
     match meta.optimum_error {
         Some(e) if trained_on_design && e.checked >= MIN_OPTIMUM_CHECKS => {
