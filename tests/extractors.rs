@@ -310,7 +310,7 @@ fn a_charge_on_the_optimum_keeps_it_only_when_it_wins_by_more() {
                 selection: |_, es| (0..es.len()).map(|i| if i == 0 { 0.0 } else { 1.0 }).collect(),
                 charge,
             };
-            let m = extract::with_model("smoothe", &opts(seed), &model, 0).unwrap();
+            let m = extract::with_model("smoothe", &opts(seed), &model, &g, 0).unwrap();
             extract::run(m.as_ref(), &g, &problem).unwrap()
         };
         // The optimum leads every start by 1: a charge under that keeps it.
@@ -341,7 +341,7 @@ fn smoothe_with_a_model_picks_its_result_by_the_models_selection_costs() {
         let dag_greedy = extract::run(&extract::DagGreedy, &g, &problem).unwrap().dag_cost;
         // Selection by the costs it descends: the optimum, never dearer than its starts.
         let plain = linear();
-        let m = extract::with_model("smoothe", &opts(seed), &plain, 0).unwrap();
+        let m = extract::with_model("smoothe", &opts(seed), &plain, &g, 0).unwrap();
         let kept = extract::run(m.as_ref(), &g, &problem).unwrap();
         assert_eq!(kept.details["pick"], "smoothe", "graph {seed}: {:?}", kept.details);
         assert!(kept.dag_cost <= greedy.min(dag_greedy) + 1e-9, "graph {seed}");
@@ -352,7 +352,7 @@ fn smoothe_with_a_model_picks_its_result_by_the_models_selection_costs() {
             selection: |linear, es| es.iter().map(|e| -smoothe::cost::CostModel::cost_of(linear, e)).collect(),
             charge: 0.0,
         };
-        let m = extract::with_model("smoothe", &opts(seed), &flipped, 0).unwrap();
+        let m = extract::with_model("smoothe", &opts(seed), &flipped, &g, 0).unwrap();
         let picked = extract::run(m.as_ref(), &g, &problem).unwrap();
         let costs = picked.details["selection_costs"].as_object().unwrap();
         let names: Vec<&str> = costs.keys().map(String::as_str).collect();

@@ -16,7 +16,9 @@ mod smoothe;
 pub use bottom_up::{choice_cycles, complete_acyclic, finalise_bottom_up, NodeKey};
 pub use dag_greedy::DagGreedy;
 pub use greedy::Greedy;
-pub use guided::{guided_search, with_model, BestOfRandom, GuidedSearch, SmoothEWith};
+pub use guided::{
+    guided_search, linear_start, linear_start_config, with_model, BestOfRandom, GuidedSearch, SmoothEWith,
+};
 pub use random::{random_extraction, RandomExtractor};
 pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 

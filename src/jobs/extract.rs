@@ -122,7 +122,7 @@ impl ExtractJob {
             (None, None) => None,
         };
         let extractor = match cost_model {
-            Some(m) => extract::with_model(&method, &options, m, self.samples)?,
+            Some(m) => extract::with_model(&method, &options, m, &graph, self.samples)?,
             None => extract::by_name(&method, &options)?,
         };
         let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;

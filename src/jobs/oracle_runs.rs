@@ -53,7 +53,8 @@ impl SearchJob {
         let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
         let mut log = open_log(&self.labels)?;
         let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, progress);
-        // The linear-SmoothE starting point as train-cost makes it.
+        // The seed and device of the linear-SmoothE start (made as
+        // train-cost makes it, see `linear_baseline`).
         let optimiser = SmoothE { config: loop_smoothe(), seed: self.seed, device, progress: quiet() };
         let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, &optimiser);
         let _ = std::fs::remove_dir_all(&labeler.work_dir);

@@ -60,7 +60,10 @@ pub struct TrainCostJob {
     pub train_cost: TrainCostConfig,
     /// The optimiser's settings inside the loop: a `[smoothe]` table sets
     /// fields over the loop's defaults ([`loop_smoothe`]: 600 steps, no
-    /// time limit), not over `extract`'s.
+    /// time limit), not over `extract`'s. The linear-SmoothE baseline the
+    /// loop labels is not run with them but with the start of
+    /// `extract --model` at its defaults
+    /// ([`crate::learn::active::linear_baseline`]).
     #[serde(deserialize_with = "over_loop_defaults")]
     pub smoothe: SmoothEConfig,
 }

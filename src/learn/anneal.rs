@@ -4,6 +4,7 @@
 //! beat at equal oracle calls; with one screening each step's moves, the
 //! clean test of what the model adds to it.
 
+use super::active::linear_baseline;
 use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
 use super::labeler::Labeler;
@@ -192,7 +193,7 @@ pub fn anneal(
     let logged = log.calls(&fingerprint, &oracle_id).total;
     let mut budget = config.budget.saturating_sub(logged);
     let mut rng = StdRng::seed_from_u64(smoothe.seed);
-    let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, smoothe.extract(problem)?];
+    let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, smoothe)?];
     let mut asked = 0;
     let mut calls = 0;
     let label = |log: &mut LabelLog,

@@ -69,7 +69,8 @@ pub struct TrainCostArgs {
     seed: Option<u64>,
     #[command(flatten)]
     run: RunArgs,
-    /// SmoothE inside the loop (defaults: 600 steps, no time limit).
+    /// SmoothE inside the loop (defaults: 600 steps, no time limit; the
+    /// linear baseline it labels is the start extract --model runs).
     #[command(flatten)]
     smoothe: SmoothEArgs,
     /// The e-graph(s) (egraph-serialize JSON). With several, each is
