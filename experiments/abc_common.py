@@ -135,6 +135,13 @@ def fmt(v, digits=1):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def run_dir(out, circuit, seed):
+    """The folder, created, where an experiment keeps the files of its run of `circuit` with `seed` under `out`."""
+    d = out / circuit.replace("/", "_") / str(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def run_all(one, tasks, par):
     """`one` over `tasks`, `par` at a time, results in task order."""
     with ThreadPoolExecutor(par) as pool:

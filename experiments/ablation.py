@@ -35,7 +35,7 @@ import random
 import sys
 
 from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, cell, curve, mean, oracle,
-                        oracle_label, predict, run, run_all, spearman, write_rows)
+                        oracle_label, predict, run, run_all, run_dir, spearman, write_rows)
 
 BUDGET = int(os.environ.get("BUDGET", "300"))
 PAR = int(os.environ.get("PAR", "2"))
@@ -54,8 +54,7 @@ OUT = ROOT / "experiments" / "out" / NAME
 def one(task):
     circuit, seed = task
     graph = SHARED / f"{circuit}.json"
-    d = OUT / circuit.replace("/", "_") / str(seed)
-    d.mkdir(parents=True, exist_ok=True)
+    d = run_dir(OUT, circuit, seed)
     common = ["--oracle", ORACLE, "--jobs", JOBS, "--seed", seed, "--threads", 1, "-q"]
     train = [BIN, "train-cost", *common, "--budget", BUDGET]
     for method in METHODS:

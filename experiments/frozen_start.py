@@ -10,7 +10,7 @@ import os
 import sys
 
 from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, below, cell, fmt, mean, oracle,
-                        oracle_label, pct, run, run_all, with_kept_rows, write_rows)
+                        oracle_label, pct, run, run_all, run_dir, with_kept_rows, write_rows)
 
 NAME = os.environ.get("NAME", "frozen_start")
 BEFORE = HERE / os.environ.get("BEFORE", "selection_gp.csv")
@@ -23,8 +23,7 @@ OUT = ROOT / "experiments" / "out" / NAME
 def one(task):
     circuit, seed = task
     graph = SHARED / f"{circuit}.json"
-    d = OUT / circuit.replace("/", "_") / str(seed)
-    d.mkdir(parents=True, exist_ok=True)
+    d = run_dir(OUT, circuit, seed)
     quiet = ["--seed", seed, "--threads", 1, "-q"]
     if not (d / "loop.safetensors").exists():
         run([BIN, "train-cost", "--oracle", ORACLE, "--jobs", JOBS, *quiet, "--labels", d / "loop.labels.jsonl",
