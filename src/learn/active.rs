@@ -121,9 +121,10 @@ pub fn loop_smoothe() -> SmoothEConfig {
 /// [`SmoothEConfig::default`] and `smoothe`'s seed and device), so that a
 /// frozen model finds that extraction measured, whatever settings the
 /// loop's own SmoothE runs use. Here the time limit does not bind at all:
-/// the baseline is the same for a seed however loaded the machine. The 600-step run on the oracle's graph that
-/// the loop labelled before measured worse than `extract --method smoothe`
-/// in 28 of 54 runs over three oracles.
+/// the baseline is the same for a seed however loaded the machine. The
+/// 600-step run on the oracle's graph that the loop labelled before
+/// measured worse than `extract --method smoothe` in 28 of 54 runs over
+/// three oracles.
 pub fn linear_baseline(original: &EGraph, problem: &Reduced, smoothe: &SmoothE) -> Result<Extraction> {
     let config = SmoothEConfig { time_limit: 0.0, ..SmoothEConfig::default() };
     linear_start(original, problem, &SmoothE { config, ..smoothe.clone() })
