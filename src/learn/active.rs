@@ -347,8 +347,7 @@ pub fn train_cost(
             samples.push(e);
         }
     }
-    let originals: Vec<OriginalExtraction> = samples.iter().map(|e| problem.to_original(e)).collect();
-    labeler.label(log, &originals, &mut budget)?;
+    labeler.label(log, &to_original(&samples), &mut budget)?;
     let mut rounds = Vec::new();
     let labelled =
         |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction, &bases);
@@ -518,8 +517,7 @@ pub fn train_cost(
         for e in &batch {
             seen.insert(e.clone());
         }
-        let originals: Vec<OriginalExtraction> = batch.iter().map(|e| problem.to_original(e)).collect();
-        let (costs, _) = labeler.label(log, &originals, &mut budget)?;
+        let (costs, _) = labeler.label(log, &to_original(&batch), &mut budget)?;
         let optimum = optimum.map(|(e, predicted)| OptimumCheck {
             predicted,
             real: batch
