@@ -2,9 +2,7 @@
 //! (simulated annealing, every step an oracle call) and `label` (measure
 //! given extractions through the label log).
 
-use crate::extract::SmoothE;
 use crate::extraction::OriginalExtraction;
-use crate::learn::active::loop_smoothe;
 use crate::learn::anneal::{anneal, AnnealConfig, SearchOutcome};
 use crate::learn::labeler::Labeler;
 use crate::learn::labels::LabelLog;
@@ -53,10 +51,7 @@ impl SearchJob {
         let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
         let mut log = open_log(&self.labels)?;
         let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, progress);
-        // The seed and device of the linear-SmoothE start (made as
-        // train-cost makes it, see `linear_baseline`).
-        let optimiser = SmoothE { config: loop_smoothe(), seed: self.seed, device, progress: quiet() };
-        let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, &optimiser);
+        let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, self.seed, &device);
         let _ = std::fs::remove_dir_all(&labeler.work_dir);
         let outcome = outcome?;
         let extra = json!({ "real_cost": outcome.best_cost, "seed": self.seed, "calls": outcome.calls,

@@ -118,16 +118,16 @@ pub fn loop_smoothe() -> SmoothEConfig {
 /// The linear-SmoothE baseline the loop (and `smoothe search`) labels, an
 /// extraction of `problem` (preprocessed from `original`): the start
 /// `extract --model` runs at its defaults ([`linear_start`] with
-/// [`SmoothEConfig::default`] and `smoothe`'s seed and device), so that a
+/// [`SmoothEConfig::default`], `seed` and `device`), so that a
 /// frozen model finds that extraction measured, whatever settings the
 /// loop's own SmoothE runs use. Here the time limit does not bind at all:
 /// the baseline is the same for a seed however loaded the machine. The
 /// 600-step run on the oracle's graph that the loop labelled before
 /// measured worse than `extract --method smoothe` in 28 of 54 runs over
 /// three oracles.
-pub fn linear_baseline(original: &EGraph, problem: &Reduced, smoothe: &SmoothE) -> Result<Extraction> {
+pub fn linear_baseline(original: &EGraph, problem: &Reduced, seed: u64, device: &Device) -> Result<Extraction> {
     let config = SmoothEConfig { time_limit: 0.0, ..SmoothEConfig::default() };
-    linear_start(original, problem, &SmoothE { config, ..smoothe.clone() })
+    linear_start(original, problem, &SmoothE { config, seed, device: device.clone(), progress: quiet() })
 }
 
 /// The model's own optimum in a round: what it predicted, what it measured.
@@ -331,7 +331,7 @@ pub fn train_cost(
             );
         }
     }
-    let linear = linear_baseline(original, problem, smoothe)?;
+    let linear = linear_baseline(original, problem, smoothe.seed, &smoothe.device)?;
     base_costs.extend(labeler.label(log, &to_original(std::slice::from_ref(&linear)), &mut budget)?.0);
     let bases = [greedy, dag, linear];
     // Initial samples: distinct, mostly perturbations of the baselines

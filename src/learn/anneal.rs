@@ -13,7 +13,7 @@ use super::objective::{Conservatism, LearnedCost};
 use super::train::{train_on_labels, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::nudge;
-use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
+use crate::extract::{DagGreedy, Extractor, Greedy};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
@@ -178,13 +178,16 @@ pub struct SearchOutcome {
 /// (refitted every `refit_every` labels) chooses each step's `proposals`
 /// among `screen` neighbours, by the lower confidence bound; the chain,
 /// its moves and its acceptance stay those of plain annealing, so the
-/// difference measures what the model adds.
+/// difference measures what the model adds. `seed` draws the moves, the
+/// acceptances and the linear start (made as [`linear_baseline`] makes the
+/// loop's); `device` holds the start's and the screening models' tensors.
 pub fn anneal(
     problem: &Reduced,
     labeler: &Labeler,
     log: &mut LabelLog,
     config: &AnnealConfig,
-    smoothe: &SmoothE,
+    seed: u64,
+    device: &Device,
 ) -> Result<SearchOutcome> {
     let g: &EGraph = &problem.graph;
     let original = labeler.graph;
@@ -192,8 +195,9 @@ pub fn anneal(
     let fingerprint = original.fingerprint();
     let logged = log.calls(&fingerprint, &oracle_id).total;
     let mut budget = config.budget.saturating_sub(logged);
-    let mut rng = StdRng::seed_from_u64(smoothe.seed);
-    let starts = [Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, smoothe)?];
+    let mut rng = StdRng::seed_from_u64(seed);
+    let starts =
+        [Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, seed, device)?];
     let mut asked = 0;
     let mut calls = 0;
     let label = |log: &mut LabelLog,
@@ -240,8 +244,7 @@ pub fn anneal(
             // The loop's defaults; the starts always train.
             let train = TrainConfig::default();
             let data = dataset(original, problem, log, &fingerprint, &oracle_id, train.test_fraction, &starts)?;
-            model =
-                fit_screen(problem, original, featurizer, &data, &train, smoothe.seed + asked as u64, &smoothe.device)?;
+            model = fit_screen(problem, original, featurizer, &data, &train, seed + asked as u64, device)?;
             fitted_at = asked;
         }
         let proposals = match &model {
