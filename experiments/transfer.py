@@ -180,6 +180,11 @@ def refreeze_one(row):
 def refreeze():
     with open(HERE / f"{NAME}.csv") as f:
         rows = list(csv.DictReader(f))
+    # The extractions are redone with SEED; a run made with another seed
+    # would be refrozen as a different run.
+    seeds = {int(r["seed"]) for r in rows}
+    if seeds != {SEED}:
+        raise SystemExit(f"{NAME}.csv was made with seed(s) {sorted(seeds)}; rerun with SEED={min(seeds)}")
     with ThreadPoolExecutor(PAR) as pool:
         rows = list(pool.map(refreeze_one, rows))
     with open(HERE / f"{NAME}.csv", "w", newline="") as f:
