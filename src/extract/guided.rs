@@ -114,7 +114,7 @@ fn keep_cheapest(
 
 /// SmoothE optimising `model` instead of the linear cost. It first runs
 /// SmoothE on the linear (node) cost ([`linear_start_config`]: a third of
-/// the steps, bounded by steps, not by the clock), then a
+/// the default steps, bounded by steps, not by the clock), then a
 /// [`guided_search`] from that extraction, greedy and dag-greedy, so the
 /// model's optimisation can start from the cheapest of them by the model:
 /// a conservative model, which charges leaving its training data, cannot
@@ -141,7 +141,6 @@ impl Extractor for SmoothEWith<'_> {
     }
     fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
         let linear_start = linear_start(self.original, problem, &self.smoothe)?;
-        let linear_steps = linear_start_config(&self.smoothe.config).steps;
         // The model's part is timed from here.
         let start = std::time::Instant::now();
         let model_time = self.smoothe.config.time_limit * 2.0 / 3.0;
@@ -158,7 +157,9 @@ impl Extractor for SmoothEWith<'_> {
         if model_time > 0.0 {
             main.config.time_limit = (model_time - start.elapsed().as_secs_f64()).max(1e-3);
         }
-        main.config.steps = self.smoothe.config.steps - linear_steps.min(self.smoothe.config.steps);
+        // Two thirds of the steps, as at the defaults, where the start takes
+        // the other third.
+        main.config.steps = self.smoothe.config.steps - self.smoothe.config.steps.div_ceil(3);
         let (optimum, mut details) = main.optimise_from(problem, self.model, &[linear_start.clone(), searched])?;
         details.insert("linear_start_model_cost".into(), json!(self.model.cost_of(&linear_start)));
         let [greedy, dag_greedy, linear] = starts;
@@ -173,16 +174,20 @@ impl Extractor for SmoothEWith<'_> {
 }
 
 /// The settings of the linear-SmoothE start that [`SmoothEWith`] runs
-/// under `config`: a third of its steps, with no clock, so for a seed and
-/// thread count the start is the same extraction on any machine and under
-/// any load (the learned-cost loop labels the start made under the
-/// defaults, so a frozen model finds it measured; a start timed by the
-/// clock drew a different extraction on every run, and its real cost moves
-/// by several percent between draws). The time limit still binds at four
-/// times its value, as a guard on graphs far larger than the shipped ones,
+/// under `config`: SmoothE's default settings for a third of the default
+/// steps (1667), with no clock, whatever `config` sets, so for a seed and
+/// thread count the start is the same extraction on any machine, under any
+/// load and for any `--steps`: the learned-cost loop labels this start, so
+/// a frozen model finds it measured. (A start timed by the clock drew a
+/// different extraction on every run, moving the real cost by several
+/// percent between draws; a start that took a third of `--steps` was
+/// another extraction whenever `--steps` was not the default, and a frozen
+/// model then judged it unmeasured.) The time limit still binds at four
+/// times `config`'s, as a guard on graphs far larger than the shipped ones,
 /// where a start that reaches it varies with the machine again.
 pub fn linear_start_config(config: &SmoothEConfig) -> SmoothEConfig {
-    SmoothEConfig { steps: config.steps.div_ceil(3), time_limit: 4.0 * config.time_limit, ..config.clone() }
+    let defaults = SmoothEConfig::default();
+    SmoothEConfig { steps: defaults.steps.div_ceil(3), time_limit: 4.0 * config.time_limit, ..defaults }
 }
 
 /// The linear-SmoothE start of [`SmoothEWith`] under `smoothe`'s seed,

@@ -101,7 +101,8 @@ pub struct SmoothEArgs {
     /// Learning rate.
     #[arg(long)]
     lr: Option<f64>,
-    /// Most optimisation steps.
+    /// Most optimisation steps (with a model: two thirds of them, after a
+    /// linear-SmoothE start of a third of the default steps).
     #[arg(long)]
     steps: Option<usize>,
     /// Restart (or stop) after this many steps without improvement.
