@@ -412,3 +412,27 @@ fn twins_are_dropped_for_an_oracle_and_map_onto_the_kept_one() {
     assert_eq!(back.dag_cost(&g), took_twin.dag_cost(&g));
     back.check(&g).unwrap();
 }
+
+#[test]
+fn the_model_start_is_the_one_the_loop_labels_whatever_the_steps() {
+    use smoothe::extract::{linear_start, SmoothE, SmoothEConfig};
+    use smoothe::learn::active::linear_baseline;
+    // A real circuit, where SmoothE's result moves with the steps it gets.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/esyn/mul3.json");
+    let g = smoothe::load::load_file(&path).unwrap();
+    let problem = preprocess(&g).unwrap();
+    let seed = 0;
+    // What `train-cost` labels as linear SmoothE.
+    let labelled = linear_baseline(&g, &problem, seed, &device()).unwrap();
+    labelled.check(&problem.graph).unwrap();
+    // What `extract --model --steps 60` starts from (a start of a third of
+    // `--steps` was another extraction here, which a frozen model found
+    // unmeasured).
+    let config = SmoothEConfig { steps: 60, time_limit: 0.0, ..SmoothEConfig::default() };
+    let run = SmoothE { config, seed, device: device(), progress: smoothe::progress::quiet() };
+    assert_eq!(
+        linear_start(&g, &problem, &run).unwrap(),
+        labelled,
+        "the start with --steps 60 is not the labelled one"
+    );
+}
