@@ -756,6 +756,41 @@ fn an_unmeasured_optimum_on_its_own_design_pays_the_loops_optimism() {
 }
 
 #[test]
+fn a_relative_model_measures_its_trust_region_in_the_spread_of_the_designs_own_labels() {
+    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
+    let problem = smoothe::preprocess::preprocess(&original).unwrap();
+    let load = |path: &str| Ensemble::load(Path::new(&repo(path)), &device()).unwrap();
+    let bind =
+        |model: Ensemble| LearnedCost::new(model, &problem, &original, Conservatism::FROZEN, 0.0, &device()).unwrap();
+    // The corpus model has labels of mul3: their spread, whatever the
+    // spread of relative costs over all six designs (here made five times
+    // wider, as a fine-tuned model's can be) scaled to mul3.
+    let mut corpus = load("models/esyn-abc-area.safetensors");
+    corpus.meta.target_std *= 5.0;
+    let labels: Vec<f64> = corpus
+        .meta
+        .measured
+        .iter()
+        .filter(|d| d.egraph == original.fingerprint())
+        .flat_map(|d| d.rows.iter().map(|r| r.cost))
+        .collect();
+    assert!(labels.len() > 10, "the shipped corpus model keeps mul3's labels");
+    let mean = labels.iter().sum::<f64>() / labels.len() as f64;
+    let spread = (labels.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / labels.len() as f64).sqrt();
+    let bound = bind(corpus);
+    assert!((bound.label_spread() - spread).abs() <= 1e-9 * spread, "{} against {spread}", bound.label_spread());
+    assert!(bound.model().meta.target_std > 2.0 * spread, "{}", bound.model().meta.target_std);
+    assert_eq!(bound.trust_unit(), bound.label_spread(), "a corpus model has no loop record to loosen it");
+    // Without labels of mul3 there is no design spread: the corpus's, scaled.
+    let new = bind(load("models/esyn-abc-area-without-mul3.safetensors"));
+    assert_eq!(new.label_spread(), new.model().meta.target_std);
+    // A model trained on one design keeps the spread it was trained on.
+    let own = bind(load("models/mul3-abc-area.safetensors"));
+    assert_eq!(own.label_spread(), own.model().meta.target_std);
+}
+
+#[test]
 fn the_trust_region_loosens_only_where_the_loops_optima_measured_as_predicted() {
     use rand::SeedableRng;
     use smoothe::learn::network::OptimumError;
@@ -1264,15 +1299,33 @@ fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
     };
     let tuned = fine_tune(&base, &x_new, &y_new, &vec![false; x_new.len()], &cfg, 2, &dev).unwrap();
     assert!(mae(&tuned) < 0.7 * mae(&base), "fine-tuned MAE {} against {}", mae(&tuned), mae(&base));
-    // It keeps the base normalisation and adds the new rows as anchors.
+    // It keeps the base normalisation, and its anchors are the new rows
+    // alone: the trust region of a tuned model is the tuned design's labels.
     assert_eq!(tuned.meta.input_mean, base.meta.input_mean);
-    assert!(tuned.anchors().dim(0).unwrap() > base.anchors().dim(0).unwrap());
+    let standardised = |rows: &[Vec<f64>]| -> Vec<Vec<u32>> {
+        let (mu, sd) = (&base.meta.input_mean, &base.meta.input_scale);
+        let mut out: Vec<Vec<u32>> = rows
+            .iter()
+            .map(|r| r.iter().enumerate().map(|(j, x)| (((x - mu[j]) / sd[j]) as f32).to_bits()).collect())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    let anchors = |m: &Ensemble| -> Vec<Vec<u32>> {
+        let a: Vec<f32> = m.anchors().flatten_all().unwrap().to_vec1().unwrap();
+        let mut out: Vec<Vec<u32>> = a.chunks(f).map(|r| r.iter().map(|v| v.to_bits()).collect()).collect();
+        out.sort();
+        out
+    };
+    assert_eq!(anchors(&tuned), standardised(&x_new), "the anchors are not the fine-tuning rows");
     assert_eq!(tuned.meta.optimum_error, None, "the base's optimum error carried over");
     // With fewer labels than folds need, nothing tells fitting from
     // forgetting: the weights stay, and so does the residual term (its
     // weights spread over more anchors, zero on the new ones, so the sums
     // may round differently).
     let few = fine_tune(&base, &x_new[..4], &y_new[..4], &[false; 4], &cfg, 2, &dev).unwrap();
+    assert_eq!(anchors(&few).len(), anchors(&base).len() + 4, "an unchanged model keeps its anchors");
     let (a, b) =
         (vec32(&few.predict(&tensor(&x_eval)).unwrap().mean), vec32(&base.predict(&tensor(&x_eval)).unwrap().mean));
     for (a, b) in a.iter().zip(&b) {

@@ -142,7 +142,7 @@ impl ExtractJob {
             // What a step away from the training data cost the optimiser,
             // against the label spread it costs by default.
             extra.insert("trust_unit".into(), json!(m.trust_unit()));
-            extra.insert("label_spread".into(), json!(m.model().meta.target_std));
+            extra.insert("label_spread".into(), json!(m.label_spread()));
             if let Some(r) = design.reference {
                 extra.insert("reference".into(), serde_json::to_value(r)?);
             }

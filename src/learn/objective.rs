@@ -10,7 +10,8 @@
 //! spacing (in spacings). Near the labelled data the score is the mean
 //! plus an uncertainty premium; away from it, every spacing costs `trust`
 //! units, so gradient descent cannot wander to where the model is wrong.
-//! The unit is the training labels' standard deviation, or less where the
+//! The unit is the standard deviation of the training labels (of this
+//! design's, for a relative model, [`label_spread`]), or less where the
 //! loop that trained the model measured its optima close to their
 //! predictions ([`trust_unit`]). Every term is differentiable in the node
 //! probabilities, so SmoothE, its decoding and its polishing all judge
@@ -149,6 +150,8 @@ pub struct LearnedCost {
     design: DesignFit,
     /// What the oracle measured on this design, by extraction key.
     measured: HashMap<String, f64>,
+    /// The spread of the labels on this design (see [`label_spread`]).
+    label_spread: f64,
     /// Oracle units one unit of `outside + beyond` costs, before `trust`
     /// (see [`trust_unit`]).
     trust_unit: f64,
@@ -158,10 +161,40 @@ pub struct LearnedCost {
 /// the trust region ([`trust_unit`]).
 pub const MIN_OPTIMUM_CHECKS: usize = 3;
 
+/// The spread of the labels that a model bound to a design measures its
+/// trust region in ([`trust_unit`]), in that design's units: the model's
+/// `target_std`, except for a relative model (one trained over several
+/// designs, or fine-tuned from one) bound to a design it has labels of,
+/// `measured` (see [`super::measured`]), where it is the spread of those
+/// labels. A relative model's `target_std` is the spread of the relative
+/// costs of every design it was first trained on, scaled to this one, and
+/// so counts the differences between designs as well as between this
+/// design's extractions: a model fine-tuned with 30 calls on esyn/c7552
+/// (`experiments/transfer.md`, seed 0), whose labels there spread by 41.5,
+/// had a `target_std` of 204 there, so it charged a step away from them
+/// five times what a model trained from scratch on such labels does. (With
+/// the design's spread, that model's frozen search reached an extraction
+/// it scores 2.7% lower, unmeasured; charged its loop's optimism, it lost
+/// to the measured start, as before: no frozen pick of those runs moved.)
+/// With fewer than two measured labels, or none apart, `target_std`.
+pub fn label_spread(meta: &super::network::ModelMeta, measured: &HashMap<String, f64>, relative: bool) -> f64 {
+    if !relative || measured.len() < 2 {
+        return meta.target_std;
+    }
+    let n = measured.len() as f64;
+    let mean = measured.values().sum::<f64>() / n;
+    let spread = (measured.values().map(|c| (c - mean).powi(2)).sum::<f64>() / n).sqrt();
+    if spread.is_finite() && spread > 0.0 {
+        spread
+    } else {
+        meta.target_std
+    }
+}
+
 /// What leaving the training data costs, in oracle units per box-width or
 /// spacing (times [`Conservatism::trust`]): the spread of the training
-/// labels, `target_std`, or less where the loop that trained the model
-/// showed it accurate off its data. Each round the loop labelled the
+/// labels, `label_spread` (see [`label_spread`]), or less where the loop
+/// that trained the model showed it accurate off its data. Each round the loop labelled the
 /// model's optimum, found up to a spacing or so past the labelled rows and
 /// predicted without its label ([`super::network::OptimumError`]); when
 /// those optima, at least [`MIN_OPTIMUM_CHECKS`] of them on this very
@@ -179,13 +212,13 @@ pub const MIN_OPTIMUM_CHECKS: usize = 3;
 /// better greedy (`experiments/ablation-aig.md`), while the ABC area ones,
 /// refrozen, moved from 1.51% to 1.47% below it
 /// (`experiments/selection_gp.md`).
-pub fn trust_unit(meta: &super::network::ModelMeta, trained_on_design: bool) -> f64 {
+pub fn trust_unit(meta: &super::network::ModelMeta, label_spread: f64, trained_on_design: bool) -> f64 {
     match meta.optimum_error {
         Some(e) if trained_on_design && e.checked >= MIN_OPTIMUM_CHECKS => {
             let share = e.worst.max(-e.mean).max(0.0);
-            meta.target_std.min(share * meta.target_mean.abs())
+            label_spread.min(share * meta.target_mean.abs())
         }
-        _ => meta.target_std,
+        _ => label_spread,
     }
 }
 
@@ -229,6 +262,7 @@ impl LearnedCost {
         let trained_on_design = model.meta.egraphs.contains(&fingerprint);
         let training_designs = model.meta.egraphs.len();
         let mut model = model;
+        let relative = model.meta.relative.is_some();
         let reference = match model.meta.relative.clone() {
             Some(frame) => {
                 let r = Reference::of(problem, &featurizer)?;
@@ -245,8 +279,21 @@ impl LearnedCost {
         let high = model.meta.feature_high.clone();
         let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
         let design = DesignFit { trained_on_design, training_designs, reference };
-        let trust_unit = trust_unit(&model.meta, trained_on_design);
-        Ok(LearnedCost { model, featurizer, conservatism, linear, low, high, width, design, measured, trust_unit })
+        let label_spread = label_spread(&model.meta, &measured, relative);
+        let trust_unit = trust_unit(&model.meta, label_spread, trained_on_design);
+        Ok(LearnedCost {
+            model,
+            featurizer,
+            conservatism,
+            linear,
+            low,
+            high,
+            width,
+            design,
+            measured,
+            label_spread,
+            trust_unit,
+        })
     }
 
     /// How the model relates to the design it is bound to: trained on it
@@ -279,6 +326,12 @@ impl LearnedCost {
     /// data costs, before `trust` (see [`trust_unit`]).
     pub fn trust_unit(&self) -> f64 {
         self.trust_unit
+    }
+
+    /// The spread of the labels the trust unit starts from on this design
+    /// (see [`label_spread`]).
+    pub fn label_spread(&self) -> f64 {
+        self.label_spread
     }
 
     /// Lower confidence bound `mean - beta * std`, plus the charge for

@@ -184,12 +184,19 @@ pub fn train_on_labels(
 /// Fine-tunes `init` on new `rows -> targets` (in `init`'s feature layout
 /// and target units): each member starts from its trained weights, keeps
 /// `init`'s normalisation, and keeps them unless fitting improves its
-/// validation fold. The feature range and the anchors grow to cover the
-/// new training rows; `init`'s anchors stay, so the trust region covers
-/// both what it was trained on and the new labels. The residual term is
-/// refitted on the new labels. With fewer than two training labels per
-/// member (too few for validation folds) the weights stay as they are, and
-/// so does `init`'s residual term unless the new labels give one. The
+/// validation fold. The feature range grows to cover the new training
+/// rows, and the anchors (the rows the trust region measures distance to)
+/// become the new training rows: a fine-tuned model is used on the design
+/// it was tuned on, where its error is known only at that design's labels.
+/// `init`'s anchors are other designs' rows, at which this design's cost
+/// can differ by the whole transfer error, so being near one says nothing
+/// of the model's error here. (In the 30-call fine-tuning runs of
+/// `experiments/transfer.md`, seed 0, this changed no frozen pick: the
+/// search stayed by the design's own rows either way.) The residual term
+/// is refitted on the new labels.
+/// With fewer than two training labels per member (too few for validation
+/// folds) the weights stay as they are, and so do `init`'s anchors (the new
+/// rows added) and its residual term unless the new labels give one. The
 /// result has no [`ModelMeta::optimum_error`]: `init`'s describes the loop
 /// that trained `init`, and a loop around this fit records its own.
 pub fn fine_tune(
@@ -211,11 +218,13 @@ pub fn fine_tune(
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let fitted = fit_members(&split, &meta, Some(init.members()), config, &mut rng, device)?;
-    let old: Vec<f32> = init.anchors().to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-    let mut anchor_rows: Vec<Vec<f64>> =
-        old.chunks(init.dim()).map(|r| r.iter().map(|&v| v as f64).collect()).collect();
-    anchor_rows.extend(split.anchor_rows(&meta));
     let unchanged = (fitted.epochs == 0).then_some(init);
+    let mut anchor_rows = Vec::new();
+    if unchanged.is_some() {
+        let old: Vec<f32> = init.anchors().to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+        anchor_rows.extend(old.chunks(init.dim()).map(|r| r.iter().map(|&v| v as f64).collect::<Vec<f64>>()));
+    }
+    anchor_rows.extend(split.anchor_rows(&meta));
     finish(&split, fitted, anchor_rows, meta, unchanged, device)
 }
 
