@@ -21,7 +21,9 @@ With the ABC area oracle (or ORACLE=...) and seed SEED:
 Writes transfer.csv, transfer.md and transfer.svg (NAME.* with NAME=..., for
 another ORACLE=..., whose runs then live in out/NAME). `--report` redraws the
 table and plot from the CSV; `--refreeze` redoes only the extractions by a
-model (zero-call and frozen) of the finished runs with the binary under test.
+model (zero-call and frozen) of the finished runs with the binary under test;
+`--retune` redoes only the fine-tuning runs (new oracle calls, fresh logs)
+and their frozen extractions.
 """
 import csv
 import json
@@ -97,7 +99,16 @@ def one(task):
             row[m.replace("-", "_")] = oracle(graph(c), d / f"{m}.json")
     zero_call(c, d, row)
     # Fine-tuning against a model from scratch, FT calls each, own logs.
-    for kind, extra in [("scratch", []), ("fine_tuned", ["--init-model", loo])]:
+    tune(c, d, row, ["scratch", "fine_tuned"])
+    print(row, file=sys.stderr)
+    return row
+
+
+def tune(c, d, row, kinds):
+    """The FT-call runs of `kinds` (scratch, fine_tuned) on circuit c, each
+    with a fresh log of its own, frozen and measured."""
+    for kind in kinds:
+        extra = ["--init-model", d / "loo.safetensors"] if kind == "fine_tuned" else []
         log = d / f"{kind}.labels.jsonl"
         log.unlink(missing_ok=True)
         model = d / f"{kind}.safetensors"
@@ -109,8 +120,6 @@ def one(task):
             continue
         row[f"{kind}_best_label"] = json.load(open(d / f"{kind}.best.json"))["real_cost"]
         row[kind] = extract(c, d / f"{kind}.frozen.json", "--model", model)
-    print(row, file=sys.stderr)
-    return row
 
 
 def model_designs(path):
@@ -177,7 +186,21 @@ def refreeze_one(row):
     return row
 
 
-def refreeze():
+def retune_one(row):
+    """Redoes a finished circuit's fine-tuning run (new calls, a fresh log)
+    and its frozen extraction with the binary under test; the corpus, the
+    leave-one-out model and the from-scratch run stay as they are."""
+    c = row["circuit"]
+    d = OUT / c.replace("/", "_")
+    if row.get("fine_tuned") not in (None, ""):
+        tune(c, d, row, ["fine_tuned"])
+    print(row, file=sys.stderr)
+    return row
+
+
+def redo(one_row):
+    """Applies `one_row` to every row of the finished run's CSV, rewrites
+    it and the report."""
     with open(HERE / f"{NAME}.csv") as f:
         rows = list(csv.DictReader(f))
     # The extractions are redone with SEED; a run made with another seed
@@ -186,7 +209,7 @@ def refreeze():
     if seeds != {SEED}:
         raise SystemExit(f"{NAME}.csv was made with seed(s) {sorted(seeds)}; rerun with SEED={min(seeds)}")
     with ThreadPoolExecutor(PAR) as pool:
-        rows = list(pool.map(refreeze_one, rows))
+        rows = list(pool.map(one_row, rows))
     with open(HERE / f"{NAME}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         w.writeheader()
@@ -333,6 +356,8 @@ if __name__ == "__main__":
     if "--report" in sys.argv:
         report()
     elif "--refreeze" in sys.argv:
-        refreeze()
+        redo(refreeze_one)
+    elif "--retune" in sys.argv:
+        redo(retune_one)
     else:
         main()
