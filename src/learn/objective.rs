@@ -194,9 +194,10 @@ pub fn label_spread(meta: &super::network::ModelMeta, measured: &HashMap<String,
 /// What leaving the training data costs, in oracle units per box-width or
 /// spacing (times [`Conservatism::trust`]): the spread of the training
 /// labels, `label_spread` (see [`label_spread`]), or less where the loop
-/// that trained the model showed it accurate off its data. Each round the loop labelled the
-/// model's optimum, found up to a spacing or so past the labelled rows and
-/// predicted without its label ([`super::network::OptimumError`]); when
+/// that trained the model showed it accurate off its data. Each round the
+/// loop labelled the model's optimum, found up to a spacing or so past the
+/// labelled rows and predicted without its label
+/// ([`super::network::OptimumError`]); when
 /// those optima, at least [`MIN_OPTIMUM_CHECKS`] of them on this very
 /// design, all measured within a share `e` of their prediction (`e` the
 /// worst optimism, or the mean pessimism where that is larger), a spacing
