@@ -51,6 +51,16 @@ pub fn in_test_split(key: &str, fraction: f64) -> bool {
 }
 
 /// Average ranks (ties share the mean rank).
+/// Mean and population standard deviation of `values`, each a sum in
+/// order (NaN for an empty slice). Model files store figures computed so,
+/// so its summation order is part of their format: keep it.
+pub fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
 fn ranks(v: &[f64]) -> Vec<f64> {
     let mut idx: Vec<usize> = (0..v.len()).collect();
     idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));

@@ -181,9 +181,8 @@ pub fn label_spread(meta: &super::network::ModelMeta, measured: &HashMap<String,
     if !relative || measured.len() < 2 {
         return meta.target_std;
     }
-    let n = measured.len() as f64;
-    let mean = measured.values().sum::<f64>() / n;
-    let spread = (measured.values().map(|c| (c - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let costs: Vec<f64> = measured.values().copied().collect();
+    let (_, spread) = super::metrics::mean_std(&costs);
     if spread.is_finite() && spread > 0.0 {
         spread
     } else {

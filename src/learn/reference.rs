@@ -31,6 +31,7 @@
 
 use super::dataset::Labelled;
 use super::features::Featurizer;
+use super::metrics::mean_std;
 use super::network::Ensemble;
 use crate::extract::{DagGreedy, Extractor};
 use crate::extraction::Extraction;
@@ -87,9 +88,8 @@ impl RelativeFrame {
         if per_node.is_empty() {
             bail!("the relative model lists no training design");
         }
-        let mean = per_node.iter().sum::<f64>() / per_node.len() as f64;
-        let var = per_node.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / per_node.len() as f64;
-        Ok(ReferenceEstimate { cost: mean * nodes, measured: false, spread: var.sqrt() / mean })
+        let (mean, std) = mean_std(&per_node);
+        Ok(ReferenceEstimate { cost: mean * nodes, measured: false, spread: std / mean })
     }
 }
 

@@ -14,6 +14,7 @@
 //! are chosen by the log marginal likelihood over a small grid.
 
 use super::linalg::{backward_solve, cholesky, forward_solve};
+use super::metrics::mean_std;
 use crate::egraph::NodeIdx;
 use crate::extraction::Extraction;
 
@@ -70,9 +71,9 @@ impl SelectionGp {
         if n < 2 {
             return None;
         }
-        let mean = used.iter().map(|(_, c)| c).sum::<f64>() / n as f64;
-        let var = used.iter().map(|(_, c)| (c - mean).powi(2)).sum::<f64>() / n as f64;
-        let scale = if var > 0.0 { var.sqrt() } else { 1.0 };
+        let costs: Vec<f64> = used.iter().map(|(_, c)| *c).collect();
+        let (mean, std) = mean_std(&costs);
+        let scale = if std > 0.0 { std } else { 1.0 };
         let y: Vec<f64> = used.iter().map(|(_, c)| (c - mean) / scale).collect();
         let mut dist = vec![0.0; n * n];
         for i in 0..n {

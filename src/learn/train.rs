@@ -5,7 +5,7 @@
 
 use super::dataset::Labelled;
 use super::features::{FeatureLayout, Featurizer};
-use super::metrics::{spearman, TrainReport};
+use super::metrics::{mean_std, spearman, TrainReport};
 use super::network::{forward, Ensemble, ModelMeta};
 use crate::normal::standard_normal as normal;
 use anyhow::{bail, Context, Result};
@@ -136,9 +136,9 @@ pub fn train(
     for s in input_scale.iter_mut() {
         *s = s.sqrt().max(1e-3);
     }
-    let target_mean = train_idx.iter().map(|&i| targets[i]).sum::<f64>() / m;
-    let var = train_idx.iter().map(|&i| (targets[i] - target_mean).powi(2)).sum::<f64>() / m;
-    let target_std = var.sqrt().max(1e-6 * target_mean.abs().max(1.0));
+    let train_targets: Vec<f64> = train_idx.iter().map(|&i| targets[i]).collect();
+    let (target_mean, std) = mean_std(&train_targets);
+    let target_std = std.max(1e-6 * target_mean.abs().max(1.0));
     let meta = ModelMeta {
         format: super::network::MODEL_FORMAT,
         features: layout,

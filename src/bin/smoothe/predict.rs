@@ -16,8 +16,9 @@ pub struct PredictArgs {
     device: Option<String>,
     /// Print one JSON object per extraction (its file, mean, std, score,
     /// distance, outside, features_outside, and measured: the real cost the
-    /// oracle measured for its features on this design in training, when it
-    /// did) instead of a sentence, for scripts.
+    /// oracle measured for this very extraction, the same choices in every
+    /// class it reaches, in training, when it did) instead of a sentence,
+    /// for scripts.
     #[arg(long)]
     json: bool,
     /// The e-graph (egraph-serialize JSON).
