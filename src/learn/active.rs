@@ -54,6 +54,8 @@ pub struct TrainCostConfig {
     /// the rest by the acquisition rule from the screened candidates. A
     /// round labels one extraction per feature row: a candidate whose
     /// features equal a labelled extraction's or another pick's is skipped.
+    /// A round with fewer calls left than `per_round + explore` keeps the
+    /// same proportions.
     pub per_round: usize,
     /// Extractions labelled per round from a model-guided evolutionary
     /// search ([`guided_search`]) started at the best labelled ones: the
@@ -286,6 +288,61 @@ fn prior_bar(adapting: bool, model: &Ensemble, incumbent: f64, reference_cost: O
     }
 }
 
+/// Extractions to sample broadly before the first model, `budget` calls
+/// being left after the `bases` baselines: the configured initial number
+/// less the baselines or, when the loop adapts a library model
+/// (`adapting`), at most half the calls left. Adapting, the rest go to the
+/// rounds, so the first model-guided round reads a model already fitted
+/// to this design's labels (with none but the baselines, too few for
+/// validation folds, its first round read the library model's weights
+/// alone, whose picks on a new design lean cheap by its transfer margin,
+/// [`prior_bar`]). The broad samples are what a model from scratch labels
+/// all its calls on; in the 30-call runs of `experiments/transfer.md`
+/// with none, that model's best label beat the adapted loop's on c2670
+/// and b12, the two designs where the three baselines' neighbourhood held
+/// no better extraction.
+fn initial_samples(config: &TrainCostConfig, adapting: bool, budget: usize, bases: usize) -> usize {
+    let configured = config.initial.saturating_sub(bases);
+    if adapting {
+        configured.min(budget / 2)
+    } else {
+        configured
+    }
+}
+
+/// How one round spends its calls: the configured `per_round` picks,
+/// `search_picks` of them from the guided search and `explore` random
+/// ones, or, when fewer calls are left than the round would label, the
+/// same proportions of those left (at least one pick), so a short last
+/// round keeps its mix instead of losing its random and
+/// acquisition picks to the budget's cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RoundShare {
+    per_round: usize,
+    search_picks: usize,
+    explore: usize,
+}
+
+impl RoundShare {
+    fn of(config: &TrainCostConfig, budget: usize) -> Self {
+        let full = config.per_round + config.explore;
+        if budget >= full || full == 0 {
+            return RoundShare {
+                per_round: config.per_round,
+                search_picks: config.search_picks,
+                explore: config.explore,
+            };
+        }
+        let scaled = |n: usize| (n as f64 * budget as f64 / full as f64).round() as usize;
+        let per_round = scaled(config.per_round).clamp(budget.min(1), budget);
+        RoundShare {
+            per_round,
+            search_picks: scaled(config.search_picks).min(per_round.saturating_sub(1)),
+            explore: budget - per_round,
+        }
+    }
+}
+
 /// What the loop produced.
 pub struct TrainCostOutcome {
     /// The final model.
@@ -304,9 +361,9 @@ pub struct TrainCostOutcome {
 ///
 /// With `init` (a relative model, such as one trained on other designs,
 /// see [`super::reference`]), the loop adapts it instead of starting from
-/// nothing: no initial samples beyond the three baselines, the rounds are
-/// guided by `init` from the start, and every model is `init` fine-tuned
-/// on this design's labels, relative to its dag-greedy extraction.
+/// nothing: at most half the calls on initial samples ([`initial_samples`]),
+/// and every model is `init` fine-tuned on this design's labels, relative
+/// to its dag-greedy extraction.
 #[allow(clippy::too_many_arguments)]
 pub fn train_cost(
     original: &EGraph,
@@ -364,7 +421,7 @@ pub fn train_cost(
     // (the real cost often favours another of them than the node costs do).
     let mut seen: HashSet<Extraction> = bases.iter().cloned().collect();
     let mut samples = Vec::new();
-    let want = if init.is_some() { 0 } else { config.initial.saturating_sub(bases.len()) };
+    let want = initial_samples(config, init.is_some(), budget, bases.len());
     let mut attempts = 0;
     while samples.len() < want && attempts < 50 * want.max(1) {
         attempts += 1;
@@ -464,6 +521,7 @@ pub fn train_cost(
         let mut sources: Vec<PickSource> = Vec::new();
         let mut optimum = None;
         let mut novel = Novelty::of(&featurizer, &data)?;
+        let share = RoundShare::of(config, budget);
         let bar = prior_bar(init.is_some(), &model, best_before, base_costs[1]);
         let clears = |e: &Extraction| -> Result<bool> {
             Ok(bar.is_infinite() || cost.predict_unmeasured(std::slice::from_ref(e))?[0].mean < bar)
@@ -474,33 +532,35 @@ pub fn train_cost(
             let (best, pool, _) = run_smoothe(smoothe.seed + round as u64).optimise_pool(
                 problem,
                 &cost,
-                config.per_round,
+                share.per_round,
                 &parents[..1],
             )?;
             let best = best.restricted_to_reachable(g)?;
-            optimum = Some((best.clone(), cost.predict(std::slice::from_ref(&best))?[0]));
-            if clears(&best)? && seen.insert(best.clone()) {
+            let predicted = cost.predict(std::slice::from_ref(&best))?[0];
+            optimum = Some((best.clone(), predicted));
+            // Its mean is the one `clears` would compute again.
+            if (bar.is_infinite() || predicted.mean < bar) && seen.insert(best.clone()) {
                 novel.admit(&best)?;
                 batch.push(best);
                 sources.push(PickSource::Optimum);
             }
             for (e, _) in pool {
                 let e = e.restricted_to_reachable(g)?;
-                if batch.len() < config.per_round / 4 && clears(&e)? && novel.take(&mut seen, &e)? {
+                if batch.len() < share.per_round / 4 && clears(&e)? && novel.take(&mut seen, &e)? {
                     batch.push(e);
                     sources.push(PickSource::Decode);
                 }
             }
-            if config.search_picks > 0 {
+            if share.search_picks > 0 {
                 let settings = GuidedSearch {
-                    survivors: config.search_picks.max(GuidedSearch::default().survivors),
+                    survivors: share.search_picks.max(GuidedSearch::default().survivors),
                     ..GuidedSearch::default()
                 };
                 let (survivors, _) = guided_search(g, &cost, &parents, settings, smoothe.seed + round as u64, None);
                 let mut picked = 0;
                 for (e, _) in survivors {
                     let e = e.restricted_to_reachable(g)?;
-                    if picked < config.search_picks && clears(&e)? && novel.take(&mut seen, &e)? {
+                    if picked < share.search_picks && clears(&e)? && novel.take(&mut seen, &e)? {
                         batch.push(e);
                         sources.push(PickSource::Search);
                         picked += 1;
@@ -537,9 +597,9 @@ pub fn train_cost(
                 .collect();
             order.sort_by(|&a, &b| rank[a].total_cmp(&rank[b]));
         }
-        let picked = config.per_round.saturating_sub(batch.len()).min(order.len());
+        let picked = share.per_round.saturating_sub(batch.len()).min(order.len());
         order[picked..].shuffle(&mut rng);
-        for (rank, &i) in order.iter().take(picked + config.explore).enumerate() {
+        for (rank, &i) in order.iter().take(picked + share.explore).enumerate() {
             batch.push(std::mem::replace(&mut candidates[i], Extraction::empty(0)));
             sources.push(if rank < picked { PickSource::Acquisition } else { PickSource::Explore });
         }
@@ -618,6 +678,36 @@ mod tests {
         assert_eq!(prior_bar(true, &uncalibrated, 1000.0, Some(900.0)), f64::INFINITY);
         assert_eq!(prior_bar(true, &model, 1000.0, None), f64::INFINITY);
         assert_eq!(prior_bar(true, &model, f64::INFINITY, Some(900.0)), f64::INFINITY);
+    }
+
+    #[test]
+    fn a_short_round_keeps_the_mix_of_a_full_one() {
+        let config = TrainCostConfig::default();
+        let full = RoundShare::of(&config, 1000);
+        assert_eq!(
+            full,
+            RoundShare { per_round: config.per_round, search_picks: config.search_picks, explore: config.explore }
+        );
+        assert_eq!(RoundShare::of(&config, config.per_round + config.explore), full);
+        for budget in 1..config.per_round + config.explore {
+            let share = RoundShare::of(&config, budget);
+            assert_eq!(share.per_round + share.explore, budget, "{budget}: {share:?}");
+            assert!(share.per_round >= 1 && share.search_picks < share.per_round, "{budget}: {share:?}");
+            // Within a pick of the configured proportion.
+            let want = config.per_round as f64 * budget as f64 / (config.per_round + config.explore) as f64;
+            assert!((share.per_round as f64 - want).abs() <= 1.0, "{budget}: {share:?}");
+        }
+        assert_eq!(RoundShare::of(&config, 0), RoundShare { per_round: 0, search_picks: 0, explore: 0 });
+    }
+
+    #[test]
+    fn adapting_a_library_model_samples_broadly_with_half_the_calls_at_most() {
+        let config = TrainCostConfig::default();
+        let scratch = config.initial - 3;
+        assert_eq!(initial_samples(&config, false, 27, 3), scratch);
+        assert_eq!(initial_samples(&config, true, 27, 3), 13);
+        assert_eq!(initial_samples(&config, true, 1, 3), 0);
+        assert_eq!(initial_samples(&config, true, 1000, 3), scratch);
     }
 
     #[test]

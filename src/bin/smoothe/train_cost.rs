@@ -60,8 +60,9 @@ pub struct TrainCostArgs {
     #[arg(long)]
     force: bool,
     /// Adapt this model (trained on several designs) instead of
-    /// starting from nothing: no initial samples, rounds guided by it
-    /// from the start, and every model fine-tuned from it.
+    /// starting from nothing: at most half the calls on broad initial
+    /// samples, the rest on rounds guided by it fine-tuned on them, and
+    /// every model fine-tuned from it.
     #[arg(long)]
     init_model: Option<PathBuf>,
     /// Seed of sampling, training and optimisation [default: 0].
