@@ -361,9 +361,9 @@ pub struct TrainCostOutcome {
 ///
 /// With `init` (a relative model, such as one trained on other designs,
 /// see [`super::reference`]), the loop adapts it instead of starting from
-/// nothing: at most half the calls on initial samples ([`initial_samples`]),
-/// and every model is `init` fine-tuned on this design's labels, relative
-/// to its dag-greedy extraction.
+/// nothing: at most half the calls left after the baselines go to broad
+/// initial samples, and every model is `init` fine-tuned on this design's
+/// labels, relative to its dag-greedy extraction.
 #[allow(clippy::too_many_arguments)]
 pub fn train_cost(
     original: &EGraph,
