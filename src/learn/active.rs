@@ -523,8 +523,10 @@ pub fn train_cost(
         let mut novel = Novelty::of(&featurizer, &data)?;
         let share = RoundShare::of(config, budget);
         let bar = prior_bar(init.is_some(), &model, best_before, base_costs[1]);
+        let below_bar = |mean: f64| bar.is_infinite() || mean < bar;
+        // Predicts only where there is a bar to clear.
         let clears = |e: &Extraction| -> Result<bool> {
-            Ok(bar.is_infinite() || cost.predict_unmeasured(std::slice::from_ref(e))?[0].mean < bar)
+            Ok(bar.is_infinite() || below_bar(cost.predict_unmeasured(std::slice::from_ref(e))?[0].mean))
         };
         if config.acquisition != Acquisition::Random {
             // The model's own optimum, from the incumbent, and a few more
@@ -538,8 +540,7 @@ pub fn train_cost(
             let best = best.restricted_to_reachable(g)?;
             let predicted = cost.predict(std::slice::from_ref(&best))?[0];
             optimum = Some((best.clone(), predicted));
-            // Its mean is the one `clears` would compute again.
-            if (bar.is_infinite() || predicted.mean < bar) && seen.insert(best.clone()) {
+            if below_bar(predicted.mean) && seen.insert(best.clone()) {
                 novel.admit(&best)?;
                 batch.push(best);
                 sources.push(PickSource::Optimum);

@@ -50,7 +50,6 @@ pub fn in_test_split(key: &str, fraction: f64) -> bool {
     ((v >> 11) as f64 / (1u64 << 53) as f64) < fraction
 }
 
-/// Average ranks (ties share the mean rank).
 /// Mean and population standard deviation of `values`, each a sum in
 /// order (NaN for an empty slice). Model files store figures computed so,
 /// so its summation order is part of their format: keep it.
@@ -61,6 +60,7 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// Average ranks (ties share the mean rank).
 fn ranks(v: &[f64]) -> Vec<f64> {
     let mut idx: Vec<usize> = (0..v.len()).collect();
     idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));

@@ -262,7 +262,6 @@ impl LearnedCost {
         let trained_on_design = model.meta.egraphs.contains(&fingerprint);
         let training_designs = model.meta.egraphs.len();
         let mut model = model;
-        let relative = model.meta.relative.is_some();
         let reference = match model.meta.relative.clone() {
             Some(frame) => {
                 let r = Reference::of(problem, &featurizer)?;
@@ -279,7 +278,8 @@ impl LearnedCost {
         let high = model.meta.feature_high.clone();
         let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
         let design = DesignFit { trained_on_design, training_designs, reference };
-        let label_spread = label_spread(&model.meta, &measured, relative);
+        // A relative model is the one bound through a reference.
+        let label_spread = label_spread(&model.meta, &measured, design.reference.is_some());
         let trust_unit = trust_unit(&model.meta, label_spread, trained_on_design);
         Ok(LearnedCost {
             model,
