@@ -436,3 +436,82 @@ fn the_model_start_is_the_one_the_loop_labels_whatever_the_steps() {
         "the start with --steps 60 is not the labelled one"
     );
 }
+
+/// The node costs, remembering every batch it was asked to judge, in order.
+struct Spy {
+    linear: smoothe::cost::LinearCost,
+    batches: std::sync::Mutex<Vec<Vec<smoothe::extraction::Extraction>>>,
+}
+
+impl smoothe::cost::CostModel for Spy {
+    fn name(&self) -> String {
+        "linear, watched".into()
+    }
+    fn expected(&self, node_prob: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+        self.linear.expected(node_prob)
+    }
+    fn cost_of(&self, e: &smoothe::extraction::Extraction) -> f64 {
+        smoothe::cost::CostModel::cost_of(&self.linear, e)
+    }
+    fn costs_of(&self, es: &[smoothe::extraction::Extraction]) -> Vec<f64> {
+        self.batches.lock().unwrap().push(es.to_vec());
+        es.iter().map(|e| self.cost_of(e)).collect()
+    }
+}
+
+#[test]
+fn smoothe_with_a_model_does_not_redraw_the_loops_broad_samples() {
+    use rand::SeedableRng;
+    // The loop draws its broad samples from its seed, around greedy,
+    // dag-greedy and its linear-SmoothE start; a frozen search whose broad
+    // samples came from the same stream would judge first exactly the
+    // extractions the loop labelled.
+    // Forty independent binary choices under one root: 2^40 extractions.
+    let mut nodes = serde_json::Map::new();
+    let children: Vec<String> = (0..40).map(|i| format!("x{i}")).collect();
+    nodes.insert("r".into(), serde_json::json!({"op": "r", "eclass": "R", "cost": 1.0, "children": children}));
+    for i in 0..40 {
+        for (op, cost, leaf) in [("x", 1.0, "a"), ("y", 1.0 + (i % 3) as f64 * 0.25, "b")] {
+            let node = serde_json::json!({"op": op, "eclass": format!("C{i}"), "cost": cost, "children": [leaf]});
+            nodes.insert(format!("{op}{i}"), node);
+        }
+    }
+    for (leaf, cost) in [("a", 3.0), ("b", 2.0)] {
+        nodes.insert(leaf.into(), serde_json::json!({"op": leaf, "eclass": leaf.to_uppercase(), "cost": cost}));
+    }
+    let g = graph(&serde_json::json!({"nodes": nodes, "root_eclasses": ["R"]}).to_string());
+    let problem = preprocess(&g).unwrap();
+    for seed in 0..3u64 {
+        let pg = &problem.graph;
+        let options = opts(seed);
+        let smoothe = extract::SmoothE {
+            config: options.smoothe.clone(),
+            seed,
+            device: options.device.clone(),
+            progress: smoothe::progress::quiet(),
+        };
+        let bases = [
+            extract::Greedy.extract(&problem).unwrap(),
+            extract::DagGreedy.extract(&problem).unwrap(),
+            extract::linear_start(&g, &problem, &smoothe).unwrap(),
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut loop_samples = std::collections::HashSet::new();
+        while loop_samples.len() < 64 {
+            let e = extract::moves::broad_sample(pg, &bases, 0.2, &mut rng);
+            if !bases.contains(&e) {
+                loop_samples.insert(e);
+            }
+        }
+        let spy = Spy { linear: smoothe::cost::LinearCost::new(pg, &device()).unwrap(), batches: Default::default() };
+        let m = extract::with_model("smoothe", &options, &spy, &g, 0).unwrap();
+        extract::run(m.as_ref(), &g, &problem).unwrap().extraction.check(&g).unwrap();
+        let batches = spy.batches.lock().unwrap();
+        let first: std::collections::HashSet<_> = batches[0].iter().collect();
+        assert!(first.len() > 256, "seed {seed}: the search's broad samples number only {}", first.len());
+        let redrawn = loop_samples.iter().filter(|e| first.contains(e)).count();
+        // Small moves from the same starts meet by chance (about one in
+        // five here); the same stream would meet all 64.
+        assert!(redrawn <= 32, "seed {seed}: the frozen search drew {redrawn} of the loop's first 64 broad samples");
+    }
+}

@@ -149,8 +149,14 @@ impl Extractor for SmoothEWith<'_> {
             let left = (model_time - start.elapsed().as_secs_f64()).max(0.0);
             Instant::now() + std::time::Duration::from_secs_f64(left / 2.0)
         });
-        let (survivors, generations) =
-            guided_search(&problem.graph, self.model, &starts, GuidedSearch::default(), self.smoothe.seed, deadline);
+        let (survivors, generations) = guided_search(
+            &problem.graph,
+            self.model,
+            &starts,
+            GuidedSearch::default(),
+            frozen_search_seed(self.smoothe.seed),
+            deadline,
+        );
         let (searched, searched_cost) =
             survivors.into_iter().next().unwrap_or_else(|| (linear_start.clone(), f64::INFINITY));
         let mut main = self.smoothe.clone();
@@ -171,6 +177,19 @@ impl Extractor for SmoothEWith<'_> {
         details.insert("search_generations".into(), json!(generations));
         Ok((e, details))
     }
+}
+
+/// The seed of [`SmoothEWith`]'s guided search under extraction seed
+/// `seed`: a stream of its own. The learned-cost loop draws its broad
+/// samples from `seed` itself, from the same three starts; a frozen search
+/// on that seed redrew the very samples the loop had labelled, so at equal
+/// seeds `extract --model` returned labelled extractions it had not found
+/// by optimising the model (on esyn with ABC area, a later seed measured up
+/// to 2.6% worse).
+fn frozen_search_seed(seed: u64) -> u64 {
+    // An odd constant (the golden ratio's fraction in 64 bits) keeps the
+    // map a bijection and moves every seed far from the loop's stream.
+    seed ^ 0x9e37_79b9_7f4a_7c15
 }
 
 /// The settings of the linear-SmoothE start that [`SmoothEWith`] runs
