@@ -13,7 +13,11 @@ from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, below
                         oracle_label, pct, run, run_all, run_dir, with_kept_rows, write_rows)
 
 NAME = os.environ.get("NAME", "frozen_start")
+TITLE = os.environ.get("TITLE", "The frozen model against linear SmoothE, with the loop labelling extract --model's start")
 BEFORE = HERE / os.environ.get("BEFORE", "selection_gp.csv")
+# What differed when BEFORE was made, for the report.
+BEFORE_NOTE = os.environ.get("BEFORE_NOTE", "when the loop labelled a 600-step start on the graph preprocessed"
+                             " for the oracle (`selection_gp.csv` froze with `--steps 1000 --time-limit 0`)")
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0").split()]
 PAR = int(os.environ.get("PAR", "2"))
 JOBS = max(1, int(os.environ.get("JOBS", "2")) // PAR)
@@ -53,18 +57,18 @@ def report():
     if BEFORE.exists():
         with open(BEFORE) as f:
             before = {(r["circuit"], int(r["seed"])): {k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)}
-    lines = ["# The frozen model against linear SmoothE, with the loop labelling extract --model's start", "",
+    lines = [f"# {TITLE}", "",
              f"Made by `experiments/frozen_start.sh`: oracle {oracle_label()}, seeds {sorted({r['seed'] for r in rows})}."
              " The loop at its defaults (300 calls); its final model frozen (`extract --model`, defaults) and"
              " `extract --method smoothe` (defaults, 30 s), both measured. `start`: the linear-SmoothE extraction"
              " the loop labelled, which is `extract --model`'s own start (a third of the default steps on the"
-             " plainly preprocessed graph, bounded by steps). `before`: the frozen and linear results of"
-             f" `{BEFORE.name}` at the same circuit and seed, when the loop labelled a 600-step start on the graph"
-             " preprocessed for the oracle (`selection_gp.csv` froze with `--steps 1000 --time-limit 0`).", "",
+             f" plainly preprocessed graph, bounded by steps). `before`: the frozen and linear results of"
+             f" `{BEFORE.name}` at the same circuit and seed, {BEFORE_NOTE}.", "",
              f"| circuit | seed | better greedy | start | linear SmoothE | frozen | pick | frozen vs linear % |"
              f" frozen vs better greedy % | best label | before: linear | before: frozen | before: frozen vs linear % |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     worse, worse_before, gains, gains_before, n_before = 0, 0, [], [], 0
+    keys = [(r["circuit"], r["seed"]) for r in rows]
     for r in rows:
         g = better_greedy(r)
         b = before.get((r["circuit"], r["seed"]))
@@ -87,7 +91,11 @@ def report():
               f" (before: {below(mean(gains_before)) if gains_before else '-'}).",
               f"- The start is linear SmoothE's own extraction (equal real {METRIC}) on"
               f" **{sum(r['start'] == r['linear_smoothe'] for r in rows)} of {len(rows)}** runs;"
-              f" the frozen pick is the start on {sum(r['frozen_pick'] == 'linear' for r in rows)}."]
+              f" the frozen pick is the start on {sum(r['frozen_pick'] == 'linear' for r in rows)}.",
+              f"- The frozen pick is an extraction the loop labelled (judged by its measurement) on"
+              f" **{sum(int(r['frozen_measured']) for r in rows)} of {len(rows)}** runs"
+              + (f" (before: {sum(int(b['frozen_measured']) for b in map(before.get, keys) if b)} of {n_before})."
+                 if all("frozen_measured" in b for b in before.values()) and n_before else ".")]
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
 
 

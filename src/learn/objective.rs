@@ -84,6 +84,17 @@ impl Conservatism {
     /// their real area was 0.23% higher on average, higher on 8 and lower
     /// on 6, worse than linear SmoothE on 6 against 4, and mean prediction
     /// error rose from 2.6% to 3.4%.
+    ///
+    /// Those measurements froze models at the seed their loop ran with,
+    /// when the frozen search still drew the loop's own broad samples and
+    /// found them measured. Remeasured once it drew from a stream of its
+    /// own (`experiments/frozen_trust.md`: the seven circuits' final
+    /// 300-call models, seed 0), the full charge is still the best of those
+    /// tried: its picks lie 1.36% below the better greedy on average (6 of
+    /// 7 are baselines the loop measured), against 1.43%, 1.05% and 1.08%
+    /// at 0.3, 0.1 and 0, which were worse than linear SmoothE on 1, 3 and
+    /// 2 of 7 runs, and whose novel picks measured up to 8% (c2670) and
+    /// 24% (mul3) above their predictions.
     pub const FROZEN: Conservatism = Conservatism { kappa: 1.0, trust: 1.0, free_distance: 0.0 };
 }
 
