@@ -68,7 +68,7 @@ def report():
              f" frozen vs better greedy % | best label | before: linear | before: frozen | before: frozen vs linear % |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     worse, worse_before, gains, gains_before, n_before = 0, 0, [], [], 0
-    keys = [(r["circuit"], r["seed"]) for r in rows]
+    measured_before = []  # None where BEFORE does not record it
     for r in rows:
         g = better_greedy(r)
         b = before.get((r["circuit"], r["seed"]))
@@ -80,6 +80,7 @@ def report():
             n_before += 1
             worse_before += b["frozen"] > b["linear_smoothe"]
             gains_before.append(pct(b["frozen"], better_greedy(b)))
+            measured_before.append(b.get("frozen_measured"))
             b_cells = [fmt(b["linear_smoothe"]), fmt(b["frozen"]), fmt(pct(b["frozen"], b["linear_smoothe"]), 2)]
         lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(g)} | {fmt(r['start'])} | {fmt(r['linear_smoothe'])} |"
                      f" {fmt(r['frozen'])} | {r['frozen_pick']} | {fmt(vs_lin, 2)} | {fmt(gains[-1], 2)} |"
@@ -94,8 +95,8 @@ def report():
               f" the frozen pick is the start on {sum(r['frozen_pick'] == 'linear' for r in rows)}.",
               f"- The frozen pick is an extraction the loop labelled (judged by its measurement) on"
               f" **{sum(int(r['frozen_measured']) for r in rows)} of {len(rows)}** runs"
-              + (f" (before: {sum(int(b['frozen_measured']) for b in map(before.get, keys) if b)} of {n_before})."
-                 if all("frozen_measured" in b for b in before.values()) and n_before else ".")]
+              + (f" (before: {sum(measured_before)} of {n_before})."
+                 if measured_before and None not in measured_before else ".")]
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
 
 

@@ -45,18 +45,18 @@ def report():
     with open(HERE / f"{NAME}.csv") as f:
         rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
     trusts = sorted({r["trust"] for r in rows}, reverse=True)
-    lines = [f"# The frozen model under several trust charges, its search on a stream of its own", "",
+    lines = ["# The frozen model under several trust charges, its search on a stream of its own", "",
              f"Made by `experiments/frozen_trust.sh`: oracle {oracle_label()}, seeds {sorted({r['seed'] for r in rows})},"
              f" the loop's final models of `out/{RUNS.name}` (300 calls, defaults) frozen with"
              " `extract --model --trust T` (defaults otherwise), measured. `vs better greedy`: the frozen real"
              f" {METRIC} against the better of greedy and dag-greedy (negative: below). `measured`: the pick is an"
-             " extraction the loop labelled. `error`: the prediction's error against the measured value.", "",
+             " extraction the loop labelled. The prediction error (below the table) is the model's mean against the"
+             " measured value.", "",
              "| circuit | seed | better greedy | linear SmoothE | best label | "
              + " | ".join(f"trust {t:g}: frozen (pick) | vs better greedy %" for t in trusts) + " |",
              "|---|---|---|---|---|" + "---|---|" * len(trusts)]
     by = {(r["circuit"], r["seed"], r["trust"]): r for r in rows}
-    keys = sorted({(r["circuit"], r["seed"]) for r in rows}, key=lambda k: (k[1], CIRCUITS.index(k[0])
-                                                                           if k[0] in CIRCUITS else 99, k[0]))
+    keys = list(dict.fromkeys((r["circuit"], r["seed"]) for r in rows))  # in the order they ran
     for c, s in keys:
         first = next(by[(c, s, t)] for t in trusts if (c, s, t) in by)
         g = min(first["greedy"], first["dag_greedy"])

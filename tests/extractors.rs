@@ -466,6 +466,7 @@ fn smoothe_with_a_model_does_not_redraw_the_loops_broad_samples() {
     // dag-greedy and its linear-SmoothE start; a frozen search whose broad
     // samples came from the same stream would judge first exactly the
     // extractions the loop labelled.
+    //
     // Forty independent binary choices under one root: 2^40 extractions.
     let mut nodes = serde_json::Map::new();
     let children: Vec<String> = (0..40).map(|i| format!("x{i}")).collect();
@@ -481,8 +482,10 @@ fn smoothe_with_a_model_does_not_redraw_the_loops_broad_samples() {
     }
     let g = graph(&serde_json::json!({"nodes": nodes, "root_eclasses": ["R"]}).to_string());
     let problem = preprocess(&g).unwrap();
+    let pg = &problem.graph;
+    // The loop's own share of uniform draws among its broad samples.
+    let uniform = smoothe::learn::active::TrainCostConfig::default().uniform_fraction;
     for seed in 0..3u64 {
-        let pg = &problem.graph;
         let options = opts(seed);
         let smoothe = extract::SmoothE {
             config: options.smoothe.clone(),
@@ -498,7 +501,7 @@ fn smoothe_with_a_model_does_not_redraw_the_loops_broad_samples() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut loop_samples = std::collections::HashSet::new();
         while loop_samples.len() < 64 {
-            let e = extract::moves::broad_sample(pg, &bases, 0.2, &mut rng);
+            let e = extract::moves::broad_sample(pg, &bases, uniform, &mut rng);
             if !bases.contains(&e) {
                 loop_samples.insert(e);
             }
