@@ -9,6 +9,11 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f6
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
+/// NaN, the value of a figure a report does not hold.
+fn nan() -> f64 {
+    f64::NAN
+}
+
 /// How well a model fits. Test figures come from labels no member was
 /// fitted or early-stopped on; validation figures are out-of-fold. Figures
 /// without data (no test label) are NaN.
@@ -28,6 +33,12 @@ pub struct TrainReport {
     /// Share of test labels within two ensemble standard deviations of the mean.
     #[serde(deserialize_with = "nan_if_null")]
     pub test_coverage: f64,
+    /// Share of test labels within two expected errors of the mean
+    /// ([`crate::learn::network::Ensemble::prediction_error`]: the spread
+    /// with the members' out-of-fold error added). NaN in reports written
+    /// before it was kept.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub test_error_coverage: f64,
     /// Spearman correlation of out-of-fold predictions on the training labels.
     #[serde(deserialize_with = "nan_if_null")]
     pub validation_spearman: f64,

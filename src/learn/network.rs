@@ -89,6 +89,13 @@ pub struct ModelMeta {
     /// file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimum_error: Option<OptimumError>,
+    /// The members' root-mean-square out-of-fold error on the training
+    /// labels, in target standard deviations: the error the spread leaves
+    /// out (labels the features cannot tell apart, misfit), which
+    /// [`Ensemble::prediction_error`] adds to it. 0 in files written before
+    /// it was kept, and for a model with no validation folds.
+    #[serde(default)]
+    pub error_floor: f64,
     /// Fit quality at training time.
     pub report: TrainReport,
     /// Hash of the tensor data, written by [`Ensemble::save`] and required
@@ -245,6 +252,9 @@ impl Ensemble {
         if m.optimum_error.is_some_and(|o| o.checked == 0 || !(o.mean.is_finite() && o.worst.is_finite())) {
             bail!("the optimum error {:?} is not finite over at least one optimum", m.optimum_error);
         }
+        if !(m.error_floor.is_finite() && m.error_floor >= 0.0) {
+            bail!("error floor {} is not a finite number of at least 0", m.error_floor);
+        }
         if let Some(d) = m.measured.iter().find(|d| !d.is_valid()) {
             bail!("the measured costs of e-graph {} are not all finite averages of at least one label", d.egraph);
         }
@@ -381,6 +391,20 @@ impl Ensemble {
             std: (std * self.meta.target_std)?,
             distance,
         })
+    }
+
+    /// The expected error of a prediction whose ensemble spread is
+    /// `spread` (oracle units): `sqrt(spread^2 + (error_floor *
+    /// target_std)^2)`. The spread alone measures how much the members
+    /// disagree; they can agree and all be off where labels differ for
+    /// reasons the features do not show (two spreads of a 300-call ABC-area
+    /// model held about half its test labels), and the members'
+    /// out-of-fold error, which the floor adds, is what a label like the
+    /// training ones is off by.
+    /// Far from the training rows a model can be off by more than either
+    /// (the distance and the loop's [`OptimumError`] say so).
+    pub fn prediction_error(&self, spread: f64) -> f64 {
+        spread.hypot(self.meta.error_floor * self.meta.target_std)
     }
 
     /// The device holding the weights.

@@ -110,8 +110,15 @@ impl Default for Conservatism {
 pub struct Prediction {
     /// Ensemble mean (oracle units).
     pub mean: f64,
-    /// Ensemble standard deviation (oracle units).
+    /// Ensemble standard deviation (oracle units): how much the members
+    /// disagree, what the conservative objective charges.
     pub std: f64,
+    /// Expected error of `mean` (oracle units): `std` with the members'
+    /// out-of-fold error added ([`Ensemble::prediction_error`]), the error
+    /// bar reports print. Near the training labels; farther away, see
+    /// `distance`. Equal to `std` for a model file without that error.
+    #[serde(default)]
+    pub error: f64,
     /// How far the features lie outside the training range (0: inside).
     pub outside: f64,
     /// Features outside the training range.
@@ -390,7 +397,8 @@ impl LearnedCost {
             let distance: Vec<f64> = p.distance.to_dtype(DType::F64)?.to_vec1()?;
             for (((row, mean), std), distance) in rows.iter().zip(mean).zip(std).zip(distance) {
                 let (outside, features_outside) = self.outside(row);
-                out.push(Prediction { mean, std, outside, features_outside, distance, measured: None });
+                let error = self.model.prediction_error(std);
+                out.push(Prediction { mean, std, error, outside, features_outside, distance, measured: None });
             }
         }
         Ok(out)

@@ -158,6 +158,7 @@ pub fn train(
         transfer_margin: None,
         measured: Vec::new(),
         optimum_error: None,
+        error_floor: 0.0,
         report: TrainReport::default(),
         checksum: String::new(),
     };
@@ -350,33 +351,46 @@ fn finish(
     } else if let Some(init) = unchanged {
         model = model.with_residual_of(init)?;
     }
-    // Honest metrics: the test split, and out-of-fold on the training rows.
-    let (mean, std) = predict(&model, &split.test_idx)?;
-    let truth: Vec<f64> = split.test_idx.iter().map(|&i| targets[i]).collect();
-    let mae = if truth.is_empty() {
-        f64::NAN
-    } else {
-        truth.iter().zip(&mean).map(|(t, p)| (t - p).abs()).sum::<f64>() / truth.len() as f64
-    };
-    let coverage = if truth.is_empty() {
-        f64::NAN
-    } else {
-        truth.iter().zip(mean.iter().zip(&std)).filter(|(t, (p, s))| (*t - *p).abs() <= 2.0 * *s).count() as f64
-            / truth.len() as f64
-    };
     let oof: Vec<(f64, f64)> = split
         .train_idx
         .iter()
         .filter(|&&i| fitted.out_of_fold[i].is_finite())
         .map(|&i| (targets[i], fitted.out_of_fold[i]))
         .collect();
+    // The error the spread leaves out, from the members' out-of-fold
+    // predictions (each by the member that held the label out, without
+    // the residual term: if anything, an overestimate). With no folds,
+    // the floor stays as it was (0, or `unchanged`'s).
+    if !oof.is_empty() {
+        let mse = oof.iter().map(|(t, p)| (t - p).powi(2)).sum::<f64>() / oof.len() as f64;
+        model.meta.error_floor = mse.sqrt() / target_std;
+    }
     let (oof_t, oof_p): (Vec<f64>, Vec<f64>) = oof.into_iter().unzip();
+    // Honest metrics: the test split, and out-of-fold on the training rows.
+    let (mean, std) = predict(&model, &split.test_idx)?;
+    let truth: Vec<f64> = split.test_idx.iter().map(|&i| targets[i]).collect();
+    let share = |hit: &dyn Fn(f64, f64, f64) -> bool| {
+        let n = truth.iter().zip(&mean).zip(&std).filter(|((&t, &p), &s)| hit(t, p, s)).count();
+        if truth.is_empty() {
+            f64::NAN
+        } else {
+            n as f64 / truth.len() as f64
+        }
+    };
+    let mae = if truth.is_empty() {
+        f64::NAN
+    } else {
+        truth.iter().zip(&mean).map(|(t, p)| (t - p).abs()).sum::<f64>() / truth.len() as f64
+    };
+    let coverage = share(&|t, p, s| (t - p).abs() <= 2.0 * s);
+    let error_coverage = share(&|t, p, s| (t - p).abs() <= 2.0 * model.prediction_error(s));
     model.meta.report = TrainReport {
         train: split.train_idx.len(),
         test: split.test_idx.len(),
         test_mae: mae,
         test_spearman: spearman(&truth, &mean),
         test_coverage: coverage,
+        test_error_coverage: error_coverage,
         validation_spearman: spearman(&oof_t, &oof_p),
         epochs: fitted.epochs as f64 / members as f64,
     };

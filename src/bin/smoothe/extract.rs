@@ -77,7 +77,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
     write_json(a.output.as_deref(), &result.json)?;
     eprintln!("{}: dag cost {}, {} classes, {:.3} s", result.method, result.dag_cost, result.classes, result.seconds);
     if let Some(p) = result.prediction {
-        eprintln!("model predicts {:.4} +- {:.4}", p.mean, p.std);
+        eprintln!("model predicts {:.4} +- {:.4} (the members' spread {:.4})", p.mean, p.error, p.std);
         if let Some(cost) = p.measured {
             eprintln!("the oracle measured {cost:.4} for this extraction in training; the choice used that");
         }
@@ -86,7 +86,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         } else if let Some(o) =
             result.optimum_error.filter(|_| p.measured.is_none() && result.design.is_some_and(|d| d.trained_on_design))
         {
-            let wider = if o.worst * p.mean.abs() > p.std { ": a wider error bar than its spread" } else { "" };
+            let wider = if o.worst * p.mean.abs() > p.error { ": a wider error bar than the one above" } else { "" };
             eprintln!(
                 "in the loop that trained it, this model's own optima measured {:+.1}% from their predictions \
                  on average (worst {:+.1}%, {} rounds){wider}",

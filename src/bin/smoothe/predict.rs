@@ -41,9 +41,10 @@ pub fn run(a: PredictArgs) -> Result<ExitCode> {
         let p = v.prediction;
         let measured = p.measured.map_or(String::new(), |c| format!("; measured {c:.4} in training"));
         println!(
-            "{}: {:.4} +- {:.4} (score {:.4}; {:.2} spacings from the nearest training row; {} feature(s) outside the training range{measured})",
+            "{}: {:.4} +- {:.4} (the members' spread {:.4}; score {:.4}; {:.2} spacings from the nearest training row; {} feature(s) outside the training range{measured})",
             path.display(),
             p.mean,
+            p.error,
             p.std,
             v.score,
             p.distance,

@@ -174,7 +174,7 @@ fn print_rounds(rounds: &[RoundSummary]) {
             r.report.test_mae,
             r.report.test_spearman,
             r.best_real_cost,
-            r.optimum.as_ref().map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.std)),
+            r.optimum.as_ref().map_or("-".into(), |o| format!("{:.2}+-{:.2}", o.predicted.mean, o.predicted.error)),
             opt(r.optimum.as_ref().and_then(|o| o.real)),
             pool_gain(&r.picks).map_or("-".into(), |g| format!("{g:.4}")),
             opt(r.greedy_real_cost),
