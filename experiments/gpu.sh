@@ -24,7 +24,11 @@
 # Settings (environment): LIMIT (s, every run on this CPU, default 30),
 # GPU_LIMIT (s, batch 1024 on the GPU, default 20: the lease is 15 minutes),
 # SHORT (s, batches 32 and 256 on the GPU and 1024 on its host's CPU,
-# default 8), STEPS (fixed-step runs compared across devices, default 20).
+# default 8), STEPS (fixed-step runs compared across devices, default 20),
+# TRAIN (1: also train-cost with the device on and off, about 3 minutes of
+# the lease; 0 keeps the train-cost rows of the run before, default 1),
+# TEST_LIMIT (s, each test binary, all at once; default 420: test-learn,
+# the longest, ran past 290 s alone on 12 threads on 2026-12-04).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GRAPHS=${GRAPHS:-"herbie/4225 herbie/3659 herbie/2953 herbie/1774 herbie/6712"}
@@ -32,6 +36,8 @@ LIMIT=${LIMIT:-30}
 GPU_LIMIT=${GPU_LIMIT:-20}
 SHORT=${SHORT:-8}
 STEPS=${STEPS:-20}
+TRAIN=${TRAIN:-1}
+TEST_LIMIT=${TEST_LIMIT:-420}
 B=.gpu
 
 # One SmoothE run: device batch limit graph csv threads [steps]. Appends
@@ -80,6 +86,7 @@ graph_file() {
   if [ -d "$B/x/data" ]; then echo "$B/x/data/$(echo "$1" | tr / _).json"; else echo "../shared/datasets/$1.json"; fi
 }
 
+TESTS_HEADER=binary,call,exit_code,passed,failed,ignored,seconds,failed_tests,unfinished
 HEADER=graph,device,batch_asked,batch,limit_s,steps_limit,ms_per_step,steps,dag_cost,valid,peak_mib,host_bytes_per_step
 
 # CUDA 13.0 for building, from pip's wheels, into target/cuda-toolchain
@@ -163,14 +170,20 @@ device() {
 
   # The whole test suite with the device on, first (a wrong kernel should
   # stop the timings from counting): every binary at once, then parsed.
+  # --nocapture: a failure's message reaches the log when it happens, not
+  # in libtest's closing summary, which a binary cut off at TEST_LIMIT never
+  # prints; gpu.py --test-row counts each test's own line instead, and names
+  # the listed tests that never finished.
   local scsv=$OUT/gpu-tests.csv t
-  echo binary,exit_code,passed,failed,ignored,seconds,failed_tests >"$scsv"
+  echo "$TESTS_HEADER" >"$scsv"
   for t in $B/x/tests/*; do
     (
+      name=$(basename "$t")
+      "$t" --list >"$logs/test-$name.list" 2>/dev/null || true
       s0=$(date +%s)
       rc=0
-      SMOOTHE_DEVICE=cuda timeout 300 "$t" --test-threads 4 >"$logs/test-$(basename "$t").log" 2>&1 || rc=$?
-      echo "$rc $(($(date +%s) - s0))" >"$logs/test-$(basename "$t").rc"
+      SMOOTHE_DEVICE=cuda timeout "$TEST_LIMIT" "$t" --test-threads 4 --nocapture >"$logs/test-$name.log" 2>&1 || rc=$?
+      echo "$rc $(($(date +%s) - s0))" >"$logs/test-$name.rc"
     ) &
   done
   wait
@@ -178,16 +191,8 @@ device() {
     local name
     name=$(basename "$t")
     # shellcheck disable=SC2046
-    python3 - "$name" $(cat "$logs/test-$name.rc") "$logs/test-$name.log" >>"$scsv" <<'EOF'
-import re, sys
-name, rc, secs, log = sys.argv[1:]
-text = open(log, errors="replace").read()
-p = f = i = 0
-for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
-    p, f, i = p + int(m[1]), f + int(m[2]), i + int(m[3])
-failed = " ".join(re.findall(r"^test (\S+) \.\.\. FAILED", text, re.M))
-print(f"{name},{rc},{p},{f},{i},{secs},{failed}")
-EOF
+    python3 experiments/gpu.py --test-row "$name" $(cat "$logs/test-$name.rc") "$logs/test-$name.log" \
+      "$logs/test-$name.list" >>"$scsv"
     tail -1 "$scsv"
   done
   tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs
@@ -205,7 +210,14 @@ EOF
   done
 
   # train-cost with the device on and off (toy oracle: no synthesis tools).
-  local tcsv=$OUT/gpu-train.csv
+  [ "$TRAIN" = 1 ] && train_on_and_off "$logs"
+  cp /tmp/gpu-errors.log $logs/ 2>/dev/null || true
+  tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs
+}
+
+# train-cost on mul3 with the device on and off: OUT/gpu-train.csv.
+train_on_and_off() {
+  local logs=$1 tcsv=$OUT/gpu-train.csv
   local settings="--initial 40 --rounds 2 --per-round 20"
   echo device,settings,seconds,fit_seconds,labels,best_real >"$tcsv"
   for dev in cuda cpu; do
@@ -227,9 +239,6 @@ print(f"{dev},{settings},{t1 - t0:.2f},{fit:.3f},{rounds[-1].get('labels', '')},
 EOF
     tail -1 "$tcsv"
   done
-
-  cp /tmp/gpu-errors.log $logs/ 2>/dev/null || true
-  tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs
 }
 
 cpu() {
