@@ -142,6 +142,15 @@ def run_dir(out, circuit, seed):
     return d
 
 
+def ensure_loop(d, graph, seed, jobs=1):
+    """The loop at its defaults (300 calls) on `graph` with `seed`, one
+    thread and `jobs` oracle calls at a time, into `d`/loop.* (model, label
+    log, rounds), unless its model is already there."""
+    if not (d / "loop.safetensors").exists():
+        run([BIN, "train-cost", "--oracle", ORACLE, "--jobs", jobs, "--seed", seed, "--threads", 1, "-q",
+             "--labels", d / "loop.labels.jsonl", "--out", d / "loop.safetensors", graph])
+
+
 def run_all(one, tasks, par):
     """`one` over `tasks`, `par` at a time, results in task order."""
     with ThreadPoolExecutor(par) as pool:

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, below, cell, fmt, mean, oracle,
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ROOT, SHARED, below, cell, ensure_loop, fmt, mean, oracle,
                         oracle_label, pct, run, run_all, run_dir, with_kept_rows, write_rows)
 
 NAME = os.environ.get("NAME", "frozen_start")
@@ -29,9 +29,7 @@ def one(task):
     graph = SHARED / f"{circuit}.json"
     d = run_dir(OUT, circuit, seed)
     quiet = ["--seed", seed, "--threads", 1, "-q"]
-    if not (d / "loop.safetensors").exists():
-        run([BIN, "train-cost", "--oracle", ORACLE, "--jobs", JOBS, *quiet, "--labels", d / "loop.labels.jsonl",
-             "--out", d / "loop.safetensors", graph])
+    ensure_loop(d, graph, seed, JOBS)
     run([BIN, "extract", "--model", d / "loop.safetensors", *quiet, "-o", d / "frozen.json", graph])
     run([BIN, "extract", "--method", "smoothe", *quiet, "-o", d / "linear.json", graph])
     rounds = json.load(open(d / "loop.rounds.json"))

@@ -156,9 +156,11 @@ pub fn run(args: TrainCostArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The per-round table of a design's loop, on stderr. `pool-gain` is how
-/// much less the round's acquisition picks measured on average than its
-/// random picks from the same screened pool (positive: the model's ranking
+/// The per-round table of a design's loop, on stderr. `optimum-pred` is
+/// the model's prediction for its own optimum and its expected error (the
+/// spread with the members' out-of-fold error). `pool-gain` is how much
+/// less the round's acquisition picks measured on average than its random
+/// picks from the same screened pool (positive: the model's ranking
 /// helped).
 fn print_rounds(rounds: &[RoundSummary]) {
     let opt = |f: Option<f64>| f.map_or("-".to_string(), |c| format!("{c:.4}"));
