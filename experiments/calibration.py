@@ -41,9 +41,9 @@ def one(task):
     # The refit reads the loop's labels only where its oracle is the same
     # (the identity covers the command as given): with another it would
     # label the three baselines anew and fit on those alone.
-    labels = json.load(open(d / "loop.rounds.json"))[-1]["labels"]
-    if report["train"] + report["test"] < labels:
-        raise RuntimeError(f"{d}: the refit read {report['train'] + report['test']} of the loop's {labels} labels;"
+    loop_labels = json.load(open(d / "loop.rounds.json"))[-1]["labels"]
+    if report["train"] + report["test"] < loop_labels:
+        raise RuntimeError(f"{d}: the refit read {report['train'] + report['test']} of the loop's {loop_labels} labels;"
                            " was the loop run with another oracle command?")
     row = dict(circuit=circuit, seed=seed, test=report["test"], test_mae=report["test_mae"],
                spread_coverage=report["test_coverage"], error_coverage=report["test_error_coverage"])

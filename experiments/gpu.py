@@ -7,6 +7,7 @@ the committed CSVs (a GPU run cannot be repeated without a GPU).
 """
 import csv
 import os
+import re
 import shutil
 import sys
 import time
@@ -27,10 +28,8 @@ FAILURE_NOTES = {
         "the binary was cut off at its time limit before libtest printed the failure's message. The same test "
         "failed on this CPU with the same build: it read the score from `predict`'s text after `(score `, and "
         "the line now puts the members' spread first in those brackets (the error bar took the place after "
-        "`+-`). The test now reads it after `; score `. It also allows f32 rounding at the mean's scale where it "
-        "compares `predict`'s verdict with the one `extract` wrote (mean, spread, error bar), since the two score "
-        "in batches of different shapes and a GPU's matrix kernels change with the shape. The device script "
-        "now runs the tests with `--nocapture`, so a message reaches the log when it happens. Not yet rerun on "
+        "`+-`). The test now reads it after `; score ` (its bounds are as before: they held on the first "
+        "device run). The device script now runs the tests with `--nocapture`, so a message reaches the log when it happens. Not yet rerun on "
         "a GPU."
     ),
 }
@@ -96,8 +95,6 @@ def test_row(name, rc, secs, log, listing=None):
     time limit prints no closing summary); `unfinished` names the tests of
     its `--list` output that never reported. CALL (environment) numbers the
     device call that ran it."""
-    import re
-
     text = open(log, errors="replace").read()
     status = dict(re.findall(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", text, re.M))
     listed = []

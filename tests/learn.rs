@@ -1735,19 +1735,9 @@ fn predict_gives_the_verdict_extract_reported_and_refuses_what_is_not_an_extract
     let verdicts: Vec<serde_json::Value> = stdout.lines().map(parse_json).collect();
     assert_eq!(verdicts.len(), 2, "{stdout}");
     assert_eq!(verdicts[1]["extraction"], greedy.to_str().unwrap());
-    // The members compute in f32, and `extract` scored its pick in a batch
-    // of candidates where `predict` scores two files: a GPU's matrix
-    // kernels change with the batch's shape, so what comes from the
-    // members' outputs (mean, spread, error bar) agrees to f32 rounding at
-    // their scale, the mean's. The distance (elementwise) and the range
-    // check (on the host) do not depend on the batch.
-    let scale = written["mean"].as_f64().unwrap().abs().max(1.0);
-    for (key, tolerance) in [("mean", 1e-5 * scale), ("std", 1e-5 * scale), ("error", 1e-5 * scale)]
-        .into_iter()
-        .chain(["distance", "outside"].map(|k| (k, 1e-6 * written[k].as_f64().unwrap().abs().max(1.0))))
-    {
+    for key in ["mean", "std", "error", "distance", "outside"] {
         let (a, b) = (verdicts[0][key].as_f64().unwrap(), written[key].as_f64().unwrap());
-        assert!((a - b).abs() < tolerance, "{key}: {a} against {b}");
+        assert!((a - b).abs() < 1e-6 * b.abs().max(1.0), "{key}: {a} against {b}");
     }
     assert_eq!(verdicts[0]["features_outside"], written["features_outside"]);
     let score = verdicts[1]["score"].as_f64().unwrap();

@@ -116,7 +116,8 @@ pub struct Prediction {
     /// Expected error of `mean` (oracle units): `std` with the members'
     /// out-of-fold error added ([`Ensemble::prediction_error`]), the error
     /// bar reports print. Near the training labels; farther away, see
-    /// `distance`. Equal to `std` for a model file without that error.
+    /// `distance`. Equal to `std` for a model file without that error; 0
+    /// where a prediction serialised before it existed is read back.
     #[serde(default)]
     pub error: f64,
     /// How far the features lie outside the training range (0: inside).
