@@ -756,6 +756,70 @@ fn an_unmeasured_optimum_on_its_own_design_pays_the_loops_optimism() {
 }
 
 #[test]
+fn a_frozen_choice_charges_an_unmeasured_candidate_its_expected_error() {
+    use rand::SeedableRng;
+    use smoothe::cost::CostModel;
+    use smoothe::extract::moves::nudge;
+    use smoothe::extract::{DagGreedy, Extractor, Greedy};
+    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
+    let problem = smoothe::preprocess::preprocess(&original).unwrap();
+    let shipped = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
+    assert!(shipped.meta.error_floor > 0.0, "the shipped model keeps its out-of-fold error");
+    let bind = |floor: f64| {
+        let mut model = shipped.clone();
+        model.meta.error_floor = floor;
+        LearnedCost::new(model, &problem, &original, Conservatism::FROZEN, 0.0, &device()).unwrap()
+    };
+    // The baselines, which the loop labelled, and small moves from greedy,
+    // most of which it did not.
+    let greedy = Greedy.extract(&problem).unwrap();
+    let mut candidates = vec![greedy.clone(), DagGreedy.extract(&problem).unwrap()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    candidates.extend((0..40).map(|i| nudge(&problem.graph, &greedy, 1 + i % 4, &mut rng)));
+    let cost = bind(shipped.meta.error_floor);
+    let preds = cost.predict(&candidates).unwrap();
+    let chosen = cost.selection_costs(&candidates);
+    let scores = cost.costs_of(&candidates);
+    let floor = shipped.meta.error_floor * shipped.meta.target_std;
+    let mut unmeasured = 0;
+    for ((p, c), s) in preds.iter().zip(&chosen).zip(&scores) {
+        match p.measured {
+            Some(m) => assert_eq!(*c, m, "a measured candidate is judged by its measurement"),
+            None => {
+                unmeasured += 1;
+                // One expected error (kappa 1): the spread and the floor in
+                // quadrature, in place of the spread the score charges.
+                assert!((p.error.powi(2) - p.std.powi(2) - floor.powi(2)).abs() <= 1e-6 * p.error.powi(2), "{p:?}");
+                let want = p.mean + p.error + cost.charge(p);
+                assert!((c - want).abs() <= 1e-6 * want.abs(), "{c} against {want}: {p:?}");
+                assert!(*c > s + 0.5 * (p.error - p.std), "choice {c}, score {s}: {p:?}");
+            }
+        }
+    }
+    assert!(unmeasured > 0 && unmeasured < candidates.len(), "{unmeasured} unmeasured of {}", candidates.len());
+    // A model file without the floor chooses by the score itself.
+    let plain = bind(0.0);
+    for ((p, c), s) in plain
+        .predict(&candidates)
+        .unwrap()
+        .iter()
+        .zip(plain.selection_costs(&candidates))
+        .zip(plain.costs_of(&candidates))
+    {
+        if p.measured.is_none() {
+            assert!((c - s).abs() <= 1e-6 * s.abs(), "{c} against the score {s}");
+        }
+    }
+    // Where predictions are far less sure than the members agree, a
+    // measured candidate wins the choice whatever the model predicts.
+    let wary = bind(100.0);
+    let costs = wary.selection_costs(&candidates);
+    let best = (0..costs.len()).fold(0, |b, i| if costs[i] < costs[b] { i } else { b });
+    assert!(wary.predict(std::slice::from_ref(&candidates[best])).unwrap()[0].measured.is_some(), "{costs:?}");
+}
+
+#[test]
 fn a_relative_model_measures_its_trust_region_in_the_spread_of_the_designs_own_labels() {
     use smoothe::learn::objective::{Conservatism, LearnedCost};
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();

@@ -9,7 +9,7 @@
 //! a frozen model chooses between candidates ([`crate::cost::CostModel::selection_costs`]),
 //! a candidate it measured on this design is judged by that measurement,
 //! with no spread, and every other candidate by the model's conservative
-//! score.
+//! score, charged its expected error where the score charges the spread.
 //!
 //! The memory holds hashes of the labelled extractions (of their choices
 //! on the preprocessed graph), not the extractions: it says what a

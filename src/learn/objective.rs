@@ -115,8 +115,9 @@ pub struct Prediction {
     pub std: f64,
     /// Expected error of `mean` (oracle units): `std` with the members'
     /// out-of-fold error added ([`Ensemble::prediction_error`]), the error
-    /// bar reports print. Near the training labels; farther away, see
-    /// `distance`. Equal to `std` for a model file without that error; 0
+    /// bar reports print, and what a frozen choice charges a candidate the
+    /// oracle did not measure ([`CostModel::selection_costs`]). Near the
+    /// training labels; farther away, see `distance`. Equal to `std` for a model file without that error; 0
     /// where a prediction serialised before it existed is read back.
     #[serde(default)]
     pub error: f64,
@@ -469,10 +470,12 @@ impl CostModel for LearnedCost {
     fn costs_of(&self, extractions: &[Extraction]) -> Vec<f64> {
         self.scores(extractions).unwrap_or_else(|_| vec![f64::INFINITY; extractions.len()])
     }
-    /// On a design the model was trained on, the conservative scores. On a
-    /// new design (a relative model whose reference cost is estimated), the
-    /// mean plus `kappa` standard deviations (plus the linear term), without
-    /// the trust-region charge. There every candidate but the reference
+    /// On a design the model was trained on (or any design, for a model
+    /// that is not relative), the conservative scores, with expected
+    /// errors in place of spreads (below). On a new design (a relative
+    /// model whose reference cost is estimated), the mean plus `kappa`
+    /// standard deviations (plus the linear term), without the
+    /// trust-region charge. There every candidate but the reference
     /// lies far from the training rows, which are other designs' (the
     /// reference sits at the origin of the relative frame, where every
     /// training design's reference has target 0), so the charge only says
@@ -488,9 +491,21 @@ impl CostModel for LearnedCost {
     /// by up to 4.8%, where it trusted a prediction whose spread was 11% of
     /// it.
     ///
-    /// Either way, a candidate whose features the oracle measured on this
-    /// design in training is judged by that measurement, with no spread
-    /// (see [`super::measured`]).
+    /// Either way, a candidate the oracle measured on this design in
+    /// training is judged by that measurement, with no spread (see
+    /// [`super::measured`]). Where the conservative score applies, an
+    /// unmeasured candidate's score charges `kappa` expected errors
+    /// ([`Prediction::error`]: the spread with the members' out-of-fold
+    /// error added) instead of `kappa` spreads: what the choice weighs is
+    /// a measurement against a prediction, and near the labels the spread
+    /// alone understates how far a prediction is off (two spreads held
+    /// 50.3% of 179 ABC-area test labels, two errors 99.4%,
+    /// `experiments/calibration.md`), so charging it favoured predictions
+    /// over measurements by the error the members share. A new design
+    /// keeps the spread: the floor is an error within the training
+    /// designs, and what the choice there pays for the model's error on a
+    /// design left out is the transfer margin of
+    /// [`CostModel::optimum_charge`], calibrated for it.
     fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
         let trained = self.design.reference.is_none_or(|r| r.measured);
         let preds = match self.predict(extractions) {
@@ -499,7 +514,7 @@ impl CostModel for LearnedCost {
         };
         self.totals(&preds, extractions, |p| match p.measured {
             Some(cost) => cost,
-            None if trained => self.score(p),
+            None if trained => p.mean + self.conservatism.kappa * p.error + self.charge(p),
             None => p.mean + self.conservatism.kappa * p.std,
         })
     }
