@@ -173,10 +173,15 @@ def with_kept_rows(path, rows):
     if not os.environ.get("KEEP") or not path.exists():
         return rows
     new = {(r["circuit"], int(r["seed"])): r for r in rows}
-    with open(path) as f:
-        old = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    old = read_rows(path)
     merged = [new.pop((r["circuit"], r["seed"]), r) for r in old]
     return merged + list(new.values())
+
+
+def read_rows(path):
+    """The rows of the CSV file at `path`, each cell read back by `cell`."""
+    with open(path) as f:
+        return [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def cell(v):

@@ -7,14 +7,13 @@ measured with the oracle here. Uses the run directories under
 out/RUNS (frozen_start.py's and frozen_trust.py's layout) and makes what a
 run lacks: the 300-call loop at its defaults, and the two frozen picks.
 See calibration.sh."""
-import csv
 import json
 import os
 import shutil
 import sys
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, cell, ensure_loop, fmt, mean, oracle,
-                        oracle_label, predict, run, run_all, run_dir, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ORACLE, ROOT, SHARED, ensure_loop, fmt, mean, oracle,
+                        oracle_label, predict, read_rows, run, run_all, run_dir, write_rows)
 
 NAME = os.environ.get("NAME", "calibration")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -65,8 +64,7 @@ def within(r, key):
 
 
 def report():
-    with open(HERE / f"{NAME}.csv") as f:
-        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    rows = read_rows(HERE / f"{NAME}.csv")
     lines = ["# Does the model's error bar hold?", "",
              f"Made by `experiments/calibration.sh`: oracle {oracle_label()}, the loops' label logs of"
              f" `out/{RUNS.name}` (300 calls each, seeds {sorted({r['seed'] for r in rows})}), each refitted by"

@@ -10,7 +10,7 @@ import os
 import sys
 
 from abc_common import (BIN, CIRCUITS, HERE, METRIC, ROOT, SHARED, below, cell, ensure_loop, fmt, mean, oracle,
-                        oracle_label, pct, run, run_all, run_dir, with_kept_rows, write_rows)
+                        oracle_label, pct, read_rows, run, run_all, run_dir, with_kept_rows, write_rows)
 
 NAME = os.environ.get("NAME", "frozen_start")
 TITLE = os.environ.get("TITLE", "The frozen model against linear SmoothE, with the loop labelling extract --model's start")
@@ -49,8 +49,7 @@ def better_greedy(r):
 
 
 def report():
-    with open(HERE / f"{NAME}.csv") as f:
-        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    rows = read_rows(HERE / f"{NAME}.csv")
     before = {}
     if BEFORE.exists():
         with open(BEFORE) as f:

@@ -4,13 +4,12 @@ SmoothE, on the run directories `frozen_start.py` left (RUNS=its NAME): how
 much the charge that keeps a frozen search on labelled rows costs or saves
 once the search no longer redraws the loop's own samples. See
 frozen_trust.sh."""
-import csv
 import json
 import os
 import sys
 
-from abc_common import (BIN, CIRCUITS, HERE, METRIC, ROOT, SHARED, below, cell, fmt, mean, oracle, oracle_label,
-                        pct, run, run_all, run_dir, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, METRIC, ROOT, SHARED, below, fmt, mean, oracle, oracle_label,
+                        pct, read_rows, run, run_all, run_dir, write_rows)
 
 NAME = os.environ.get("NAME", "frozen_trust")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -42,8 +41,7 @@ def one(task):
 
 
 def report():
-    with open(HERE / f"{NAME}.csv") as f:
-        rows = [{k: cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    rows = read_rows(HERE / f"{NAME}.csv")
     trusts = sorted({r["trust"] for r in rows}, reverse=True)
     lines = ["# The frozen model under several trust charges, its search on a stream of its own", "",
              f"Made by `experiments/frozen_trust.sh`: oracle {oracle_label()}, seeds {sorted({r['seed'] for r in rows})},"
