@@ -117,8 +117,9 @@ pub struct Prediction {
     /// out-of-fold error added ([`Ensemble::prediction_error`]), the error
     /// bar reports print, and what a frozen choice charges a candidate the
     /// oracle did not measure ([`CostModel::selection_costs`]). Near the
-    /// training labels; farther away, see `distance`. Equal to `std` for a model file without that error; 0
-    /// where a prediction serialised before it existed is read back.
+    /// training labels; farther away, see `distance`. Equal to `std` for a
+    /// model file without that error; 0 where a prediction serialised
+    /// before it existed is read back.
     #[serde(default)]
     pub error: f64,
     /// How far the features lie outside the training range (0: inside).
@@ -501,7 +502,9 @@ impl CostModel for LearnedCost {
     /// alone understates how far a prediction is off (two spreads held
     /// 50.3% of 179 ABC-area test labels, two errors 99.4%,
     /// `experiments/calibration.md`), so charging it favoured predictions
-    /// over measurements by the error the members share. A new design
+    /// over measurements by the error the members share. (On the final
+    /// models of 11 ABC-area loops it changed no pick: each was already a
+    /// measured extraction, `experiments/frozen_choice.md`.) A new design
     /// keeps the spread: the floor is an error within the training
     /// designs, and what the choice there pays for the model's error on a
     /// design left out is the transfer margin of
