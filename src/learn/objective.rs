@@ -503,7 +503,7 @@ impl CostModel for LearnedCost {
     /// 50.3% of 179 ABC-area test labels, two errors 99.4%,
     /// `experiments/calibration.md`), so charging it favoured predictions
     /// over measurements by the error the members share. (On the final
-    /// models of 11 ABC-area loops it changed no pick: each was already a
+    /// models of 13 ABC-area loops it changed no pick: each was already a
     /// measured extraction, `experiments/frozen_choice.md`.) A new design
     /// keeps the spread: the floor is an error within the training
     /// designs, and what the choice there pays for the model's error on a
