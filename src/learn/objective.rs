@@ -332,7 +332,13 @@ impl LearnedCost {
 
     /// The conservative score of a prediction (without the linear term).
     pub fn score(&self, p: &Prediction) -> f64 {
-        p.mean + self.conservatism.kappa * p.std + self.charge(p)
+        self.score_charging(p, p.std)
+    }
+
+    /// [`Self::score`] charging `kappa` times `uncertainty` (the spread,
+    /// or the expected error) in place of `kappa` spreads.
+    fn score_charging(&self, p: &Prediction, uncertainty: f64) -> f64 {
+        p.mean + self.conservatism.kappa * uncertainty + self.charge(p)
     }
 
     /// The trust-region charge: `trust` times [`Self::trust_unit`] per
@@ -517,7 +523,7 @@ impl CostModel for LearnedCost {
         };
         self.totals(&preds, extractions, |p| match p.measured {
             Some(cost) => cost,
-            None if trained => p.mean + self.conservatism.kappa * p.error + self.charge(p),
+            None if trained => self.score_charging(p, p.error),
             None => p.mean + self.conservatism.kappa * p.std,
         })
     }
