@@ -151,6 +151,22 @@ def ensure_loop(d, graph, seed, jobs=1):
              "--labels", d / "loop.labels.jsonl", "--out", d / "loop.safetensors", graph])
 
 
+def finished_loops(runs):
+    """(circuit, seed, folder) of every finished 300-call loop under `runs`
+    (circuit/seed folders with `loop.safetensors`, `loop.best.json` and
+    `loop.rounds.json`, as `ensure_loop` leaves them); a loop still running
+    is skipped."""
+    out = []
+    for model in sorted(runs.glob("*/*/loop.safetensors")):
+        d = model.parent
+        rounds = d / "loop.rounds.json"
+        if not (d / "loop.best.json").exists() or json.load(open(rounds))[-1]["oracle_calls"] < 300:
+            continue
+        suite, name = d.parent.name.split("_", 1)
+        out.append((f"{suite}/{name}", int(d.name), d))
+    return out
+
+
 def run_all(one, tasks, par):
     """`one` over `tasks`, `par` at a time, results in task order."""
     with ThreadPoolExecutor(par) as pool:

@@ -14,26 +14,13 @@ import json
 import os
 import sys
 
-from abc_common import (BIN, HERE, ROOT, SHARED, below, mean, oracle, oracle_label, pct, read_rows, run, run_all,
-                        write_rows)
+from abc_common import (BIN, HERE, ROOT, SHARED, below, finished_loops, mean, oracle, oracle_label, pct, read_rows,
+                        run, run_all, write_rows)
 
 NAME = os.environ.get("NAME", "frozen_choice")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
 BEFORE_BIN = os.environ.get("BEFORE_BIN")
 PAR = int(os.environ.get("PAR", "2"))
-
-
-def runs():
-    """(circuit, seed, folder) of every finished loop under RUNS."""
-    out = []
-    for model in sorted(RUNS.glob("*/*/loop.safetensors")):
-        d = model.parent
-        rounds = d / "loop.rounds.json"
-        if not (d / "loop.best.json").exists() or json.load(open(rounds))[-1]["oracle_calls"] < 300:
-            continue  # a loop still running
-        suite, name = d.parent.name.split("_", 1)
-        out.append((f"{suite}/{name}", int(d.name), d))
-    return out
 
 
 def frozen(binary, graph, d, seed, file):
@@ -115,7 +102,7 @@ def main():
     if "--report" not in sys.argv:
         if not BEFORE_BIN:
             sys.exit("set BEFORE_BIN to the smoothe binary built before the change")
-        tasks = runs()
+        tasks = finished_loops(RUNS)
         if not tasks:
             sys.exit(f"no finished loop under {RUNS}: run frozen_start.sh or calibration.sh first")
         write_rows(HERE / f"{NAME}.csv", run_all(one, tasks, PAR))
