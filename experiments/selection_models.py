@@ -5,14 +5,15 @@ ensemble does not? Two checks on the finished 300-call loops under
 `calibration.sh` leave them), each against what the loop's final model did:
 
 1. Ranking, no oracle call. On the loop's own test split (the hash split the
-   loop used, its three starts left out), the test Spearman of two models of
+   loop used, its three starts left out), the test Spearman, with a 95%
+   bootstrap interval over the test labels, of the final model and of two models of
    the one-hot choice vector (one input per e-node chosen in some label,
    over the classes an extraction reaches), fitted on the same training
    labels: ridge regression, a per-node linear cost, and a Gaussian process
    with an exponential Hamming kernel, the selection-gp acquisition's
    kernel. Their hyperparameters come from the closed-form leave-one-out
-   error on the training labels. The ensemble's figure is the one its
-   `loop.rounds.json` reports.
+   error on the training labels. The final model's figure is recomputed
+   from `smoothe predict` and checked against its `loop.rounds.json`.
 2. Frozen. Area = c + a * (e-graph DAG cost) + per-node weights, fitted on
    all the loop's labels (ridge, leave-one-out strength), is linear in the
    choices, so it can be written into the e-graph as node costs and
@@ -32,11 +33,13 @@ Needs numpy. Writes experiments/NAME.csv and NAME.md.
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
 from abc_common import (BIN, HERE, ROOT, SHARED, below, finished_loops, fmt, mean, oracle, oracle_label, pct,
-                        read_rows, run, run_all, spearman, write_rows)
+                        predict, read_rows, run, run_all, spearman, write_rows)
 
 NAME = os.environ.get("NAME", "selection_models")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -46,6 +49,8 @@ PAR = int(os.environ.get("PAR", "2"))
 RIDGE = [10.0 ** k for k in range(-5, 3)]
 # GP kernel lengths, relative to the median Hamming distance between rows,
 # and noise variances relative to the kernel's unit variance.
+# Bootstrap resamples of a test split.
+RESAMPLES = 1000
 LENGTHS = [0.25, 0.5, 1, 2, 4, 8, 16, 32]
 NOISES = [0.01, 0.03, 0.1, 0.3, 1.0]
 MASK64 = (1 << 64) - 1
@@ -83,20 +88,44 @@ def chosen_nodes(graph, choices):
 
 
 def labels(graph, d):
-    """(keys, areas, one-hot matrix, node ids) of a loop's labels, failed calls left out."""
-    keys, areas, chosen = [], [], []
+    """(keys, areas, one-hot matrix, node ids, choice maps) of a loop's labels, failed calls left out."""
+    keys, areas, chosen, maps = [], [], [], []
     for line in open(d / "loop.labels.jsonl"):
         label = json.loads(line)
         if label.get("cost") is not None:
             keys.append(label["extraction"])
             areas.append(label["cost"])
             chosen.append(chosen_nodes(graph, label["choices"]))
+            maps.append(label["choices"])
     ids = sorted({n for c in chosen for n in c})
     column = {n: i for i, n in enumerate(ids)}
     x = np.zeros((len(chosen), len(ids)))
     for i, c in enumerate(chosen):
         x[i, [column[n] for n in c]] = 1.0
-    return keys, np.array(areas), x, ids
+    return keys, np.array(areas), x, ids, maps
+
+
+def final_model_means(d, path, maps):
+    """The loop's final model's mean prediction for each extraction (a class -> node map) of the e-graph at `path`."""
+    with tempfile.TemporaryDirectory() as t:
+        files = [Path(t) / f"{i}.json" for i in range(len(maps))]
+        for f, m in zip(files, maps):
+            f.write_text(json.dumps({"choices": m}))
+        return [p["mean"] for p in predict(d / "loop.safetensors", path, *files)]
+
+
+def spearman_interval(predicted, truth, seed):
+    """Spearman of `predicted` against `truth`, and the 2.5% and 97.5% quantiles of it over bootstrap resamples."""
+    rng = np.random.default_rng(seed)
+    predicted, truth = list(predicted), list(truth)
+    values = []
+    for _ in range(RESAMPLES):
+        pick = rng.integers(0, len(truth), len(truth))
+        v = spearman([predicted[i] for i in pick], [truth[i] for i in pick])
+        if v == v:
+            values.append(v)
+    lo, hi = np.quantile(values, [0.025, 0.975])
+    return round(spearman(predicted, truth), 3), round(float(lo), 3), round(float(hi), 3)
 
 
 def loo_solve(k, y, strengths):
@@ -159,19 +188,21 @@ def one(task):
     circuit, seed, d = task
     path = SHARED / f"{circuit}.json"
     graph = json.load(open(path))
-    keys, y, x, ids = labels(graph, d)
+    keys, y, x, ids, maps = labels(graph, d)
     rounds = json.load(open(d / "loop.rounds.json"))
     test = np.array([in_test_split(k) for k in keys])
     test[:3] = False  # the loop labels its three starts first and keeps them out of the test split
     train = ~test
     report = rounds[-1]["report"]
     row = dict(circuit=circuit, seed=seed, labels=len(y), nodes=len(ids), test=int(test.sum()),
-               test_reported=report["test"], ensemble_spearman=round(report["test_spearman"], 3))
+               test_reported=report["test"], ensemble_reported=round(report["test_spearman"], 3))
     w, b, strength = ridge(x, y, train)
-    row["ridge_spearman"] = round(spearman(list(x[test] @ w + b), list(y[test])), 3)
+    gp_predicted, length = gp(x, y, train, test)
+    predicted = {"ensemble": final_model_means(d, path, [m for m, t in zip(maps, test) if t]),
+                 "ridge": x[test] @ w + b, "gp": gp_predicted}
+    for tag, p in predicted.items():
+        row[f"{tag}_spearman"], row[f"{tag}_lo"], row[f"{tag}_hi"] = spearman_interval(p, y[test], seed)
     row["ridge_strength"] = strength
-    predicted, length = gp(x, y, train, test)
-    row["gp_spearman"] = round(spearman(list(predicted), list(y[test])), 3)
     row["gp_length"] = length
     # Frozen: the per-node linear model on every label.
     cost = np.array([float(graph["nodes"][n]["cost"]) for n in ids])
@@ -205,17 +236,26 @@ def report():
              " closed-form leave-one-out error.", "",
              "## Test-split Spearman on the loop's own split", "",
              "Fitted on the loop's training labels, scored on its test split (the same hash split; `test`"
-             " labels). `ensemble`: the loop's final model, as its `rounds.json` reports.", "",
+             " labels). `ensemble`: the loop's final model (`smoothe predict`). In brackets: the 2.5% and 97.5%"
+             f" quantiles over {RESAMPLES} bootstrap resamples of the test labels.", "",
              "| circuit | seed | nodes | test | ensemble | ridge | gp |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['circuit']} | {r['seed']} | {r['nodes']} | {r['test']} | {r['ensemble_spearman']:.3f}"
-                     f" | {r['ridge_spearman']:.3f} | {r['gp_spearman']:.3f} |")
+        cells = [f"{r[f'{t}_spearman']:.3f} [{r[f'{t}_lo']:.3f}, {r[f'{t}_hi']:.3f}]"
+                 for t in ("ensemble", "ridge", "gp")]
+        lines.append(f"| {r['circuit']} | {r['seed']} | {r['nodes']} | {r['test']} | " + " | ".join(cells) + " |")
     lines.append("")
     for tag in ("ensemble", "ridge", "gp"):
         values = [r[f"{tag}_spearman"] for r in rows]
         lines.append(f"- `{tag}`: mean {mean(values):.3f}, lowest {min(values):.3f}, at least 0.8 on"
                      f" {sum(v >= 0.8 for v in values)} of {len(values)} runs.")
+    mismatch = [f"{r['circuit']} seed {r['seed']}" for r in rows
+                if r["test"] != r["test_reported"] or abs(r["ensemble_spearman"] - r["ensemble_reported"]) > 0.0015]
+    lines.append("- The final model's test split and Spearman as its `rounds.json` reports them: "
+                 + (f"not matched on {', '.join(mismatch)}." if mismatch else f"matched on all {len(rows)} runs."))
+    under = [f"{r['circuit']} seed {r['seed']}" for r in rows if r["ensemble_hi"] < 0.8]
+    lines.append(f"- The final model's interval lies wholly under 0.8 on {len(under)} of {len(rows)} runs"
+                 + (f" ({', '.join(under)})" if under else "") + ".")
     best = [(max(r[f"{t}_spearman"] for t in ("ensemble", "ridge", "gp")), r) for r in rows]
     short = [f"{r['circuit']} seed {r['seed']} ({v:.3f})" for v, r in best if v < 0.8]
     lines.append(f"- The best of the three per run reaches 0.8 on {len(best) - len(short)} of {len(best)} runs"
