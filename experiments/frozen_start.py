@@ -59,10 +59,10 @@ def report():
              " The loop at its defaults (300 calls); its final model frozen (`extract --model`, defaults) and"
              " `extract --method smoothe` (defaults, 30 s), both measured. `start`: the linear-SmoothE extraction"
              " the loop labelled, which is `extract --model`'s own start (a third of the default steps on the"
-             f" plainly preprocessed graph, bounded by steps). `before`: the frozen and linear results of"
+             " plainly preprocessed graph, bounded by steps). `before`: the frozen and linear results of"
              f" `{BEFORE.name}` at the same circuit and seed, {BEFORE_NOTE}.", "",
-             f"| circuit | seed | better greedy | start | linear SmoothE | frozen | pick | frozen vs linear % |"
-             f" frozen vs better greedy % | best label | before: linear | before: frozen | before: frozen vs linear % |",
+             "| circuit | seed | better greedy | start | linear SmoothE | frozen | pick | frozen vs linear % |"
+             " frozen vs better greedy % | best label | before: linear | before: frozen | before: frozen vs linear % |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     worse, worse_before, gains, gains_before, n_before = 0, 0, [], [], 0
     measured_before = []  # None where BEFORE does not record it
