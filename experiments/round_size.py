@@ -39,7 +39,7 @@ def one(task):
     circuit, seed = task
     d = run_dir(OUT, circuit, seed)
     log = d / "loop.labels.jsonl"
-    started = time.monotonic()
+    started, minutes = time.monotonic(), None  # None: the loop was already there
     if not (d / "loop.safetensors").exists():
         job = d / "job.toml"
         job.write_text(f"[train-cost]\nrounds = {ROUNDS}\nper_round = {PER_ROUND}\nexplore = {EXPLORE}\n"
@@ -47,10 +47,11 @@ def one(task):
         log.unlink(missing_ok=True)
         run([BIN, "train-cost", "--config", job, "--oracle", ORACLE, "--jobs", 1, "--seed", seed, "--threads", 1,
              "-q", "--labels", log, "--out", d / "loop.safetensors", SHARED / f"{circuit}.json"])
+        minutes = round((time.monotonic() - started) / 60, 1)
     costs = label_costs(log)
     row = dict(circuit=circuit, seed=seed, rounds=ROUNDS, per_round=PER_ROUND, explore=EXPLORE, search=SEARCH,
                calls=len(costs), best=least(costs), at_half=least(costs[:len(costs) // 2]),
-               minutes=round((time.monotonic() - started) / 60, 1))
+               minutes=minutes)
     print(row, file=sys.stderr)
     return row
 
