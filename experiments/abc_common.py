@@ -167,6 +167,16 @@ def finished_loops(runs):
     return out
 
 
+def write_rows_over_loops(runs, one, path, par):
+    """`one` over every finished loop under `runs` (see `finished_loops`),
+    `par` at a time, its rows written as a CSV file at `path`; exits with a
+    message when there is none."""
+    tasks = finished_loops(runs)
+    if not tasks:
+        sys.exit(f"no finished loop under {runs}: run frozen_start.sh or calibration.sh first")
+    write_rows(path, run_all(one, tasks, par))
+
+
 def run_all(one, tasks, par):
     """`one` over `tasks`, `par` at a time, results in task order."""
     with ThreadPoolExecutor(par) as pool:

@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-from abc_common import (BIN, HERE, ROOT, SHARED, below, finished_loops, mean, oracle, oracle_label, pct, read_rows,
-                        run, run_all, write_rows)
+from abc_common import (BIN, HERE, ROOT, SHARED, below, mean, oracle, oracle_label, pct, read_rows, run,
+                        write_rows_over_loops)
 
 NAME = os.environ.get("NAME", "frozen_choice")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -102,10 +102,7 @@ def main():
     if "--report" not in sys.argv:
         if not BEFORE_BIN:
             sys.exit("set BEFORE_BIN to the smoothe binary built before the change")
-        tasks = finished_loops(RUNS)
-        if not tasks:
-            sys.exit(f"no finished loop under {RUNS}: run frozen_start.sh or calibration.sh first")
-        write_rows(HERE / f"{NAME}.csv", run_all(one, tasks, PAR))
+        write_rows_over_loops(RUNS, one, HERE / f"{NAME}.csv", PAR)
     report()
 
 

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from abc_common import (BIN, HERE, ROOT, SHARED, below, finished_loops, fmt, mean, oracle, oracle_label, pct,
-                        predict, read_rows, run, run_all, spearman, write_rows)
+from abc_common import (BIN, HERE, ROOT, SHARED, below, fmt, mean, oracle, oracle_label, pct, predict, read_rows,
+                        run, spearman, write_rows_over_loops)
 
 NAME = os.environ.get("NAME", "selection_models")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -296,10 +296,7 @@ def report():
 
 def main():
     if "--report" not in sys.argv:
-        tasks = finished_loops(RUNS)
-        if not tasks:
-            sys.exit(f"no finished loop under {RUNS}: run frozen_start.sh or calibration.sh first")
-        write_rows(HERE / f"{NAME}.csv", run_all(one, tasks, PAR))
+        write_rows_over_loops(RUNS, one, HERE / f"{NAME}.csv", PAR)
     report()
 
 
