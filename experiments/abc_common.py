@@ -177,6 +177,15 @@ def write_rows_over_loops(runs, one, path, par):
     write_rows(path, run_all(one, tasks, par))
 
 
+def main_over_loops(runs, one, name, par, report):
+    """A script over the finished loops: unless `--report` is on the command
+    line, `one` over every loop under `runs` (`write_rows_over_loops`) into
+    experiments/NAME.csv; then `report()` redraws the table from it."""
+    if "--report" not in sys.argv:
+        write_rows_over_loops(runs, one, HERE / f"{name}.csv", par)
+    report()
+
+
 def run_all(one, tasks, par):
     """`one` over `tasks`, `par` at a time, results in task order."""
     with ThreadPoolExecutor(par) as pool:

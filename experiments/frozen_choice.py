@@ -15,7 +15,7 @@ import os
 import sys
 
 from abc_common import (BIN, HERE, ROOT, SHARED, below, mean, oracle, oracle_label, pct, read_rows, run,
-                        write_rows_over_loops)
+                        main_over_loops)
 
 NAME = os.environ.get("NAME", "frozen_choice")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -99,11 +99,9 @@ def report():
 
 
 def main():
-    if "--report" not in sys.argv:
-        if not BEFORE_BIN:
-            sys.exit("set BEFORE_BIN to the smoothe binary built before the change")
-        write_rows_over_loops(RUNS, one, HERE / f"{NAME}.csv", PAR)
-    report()
+    if "--report" not in sys.argv and not BEFORE_BIN:
+        sys.exit("set BEFORE_BIN to the smoothe binary built before the change")
+    main_over_loops(RUNS, one, NAME, PAR, report)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, mean, oracle_label, read_rows, run, spearman, \
-    write_rows_over_loops
+    main_over_loops
 from selection_models import gp, in_test_split, labels
 
 NAME = os.environ.get("NAME", "learning_curve")
@@ -154,11 +154,5 @@ def report():
     print("\n".join(lines))
 
 
-def main():
-    if "--report" not in sys.argv:
-        write_rows_over_loops(RUNS, one, HERE / f"{NAME}.csv", PAR)
-    report()
-
-
 if __name__ == "__main__":
-    main()
+    main_over_loops(RUNS, one, NAME, PAR, report)

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from abc_common import (BIN, HERE, ROOT, SHARED, below, fmt, mean, oracle, oracle_label, pct, predict, read_rows,
-                        run, spearman, write_rows_over_loops)
+                        run, spearman, main_over_loops)
 
 NAME = os.environ.get("NAME", "selection_models")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -294,11 +294,5 @@ def report():
     print("\n".join(lines))
 
 
-def main():
-    if "--report" not in sys.argv:
-        write_rows_over_loops(RUNS, one, HERE / f"{NAME}.csv", PAR)
-    report()
-
-
 if __name__ == "__main__":
-    main()
+    main_over_loops(RUNS, one, NAME, PAR, report)
