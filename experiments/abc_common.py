@@ -167,22 +167,16 @@ def finished_loops(runs):
     return out
 
 
-def write_rows_over_loops(runs, one, path, par):
-    """`one` over every finished loop under `runs` (see `finished_loops`),
-    `par` at a time, its rows written as a CSV file at `path`; exits with a
-    message when there is none."""
-    tasks = finished_loops(runs)
-    if not tasks:
-        sys.exit(f"no finished loop under {runs}: run frozen_start.sh or calibration.sh first")
-    write_rows(path, run_all(one, tasks, par))
-
-
 def main_over_loops(runs, one, name, par, report):
     """A script over the finished loops: unless `--report` is on the command
-    line, `one` over every loop under `runs` (`write_rows_over_loops`) into
-    experiments/NAME.csv; then `report()` redraws the table from it."""
+    line, `one` over every loop under `runs` (see `finished_loops`), `par`
+    at a time, its rows written to experiments/NAME.csv (exits with a
+    message when there is no loop); then `report()` redraws the table."""
     if "--report" not in sys.argv:
-        write_rows_over_loops(runs, one, HERE / f"{name}.csv", par)
+        tasks = finished_loops(runs)
+        if not tasks:
+            sys.exit(f"no finished loop under {runs}: run frozen_start.sh or calibration.sh first")
+        write_rows(HERE / f"{name}.csv", run_all(one, tasks, par))
     report()
 
 

@@ -29,8 +29,8 @@ import sys
 
 import numpy as np
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, mean, oracle_label, read_rows, run, spearman, \
-    main_over_loops
+from abc_common import (BIN, HERE, ORACLE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_rows, run,
+                        spearman)
 from selection_models import gp, in_test_split, labels
 
 NAME = os.environ.get("NAME", "learning_curve")
@@ -146,7 +146,8 @@ def report():
                                      + ("never (flat or falling)" if k == math.inf else
                                         "more than 100x" if k > 100 else f"{k:.1f}x")
                                      for k, r in need) + " their training labels.")
-    lines.append(f"- Each point is one test split of {min(r['test'] for r in rows)}-{max(r['test'] for r in rows)} labels,"
+    lines.append(f"- Each point is one test split of {min(r['test'] for r in rows)}-{max(r['test'] for r in rows)}"
+                 " labels,"
                  " so a run's curve is noisy (`selection_models.md` puts 95% intervals 0.15-0.55 wide); the mean"
                  " curve and the trends over four points are the steadier reading. At 100% the refit is the loop's"
                  " final model refitted from scratch on the same labels, so it can differ a little from `final`.")

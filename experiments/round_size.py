@@ -58,8 +58,8 @@ def one(task):
         minutes = round((time.monotonic() - started) / 60, 1)
     costs = label_costs(log)
     row = dict(circuit=circuit, seed=seed, rounds=ROUNDS, per_round=PER_ROUND, explore=EXPLORE, search=SEARCH,
-               settings=SETTINGS.replace("\n", "; "), calls=len(costs), best=least(costs), at_half=least(costs[:len(costs) // 2]),
-               minutes=minutes)
+               settings=SETTINGS.replace("\n", "; "), calls=len(costs), best=least(costs),
+               at_half=least(costs[:len(costs) // 2]), minutes=minutes)
     print(row, file=sys.stderr)
     return row
 
@@ -101,7 +101,8 @@ def report():
             default_free.append(pct(default[key], f))
         seeds = spread[r["circuit"]]
         lines.append(f"| {r['circuit']} | {r['seed']} | {fmt(default[key], 0)} | {fmt(r['best'], 0)} | {gain[-1]:.2f}"
-                     f" | {fmt(min(seeds), 0)}-{fmt(max(seeds), 0)} | {fmt(f, 0)} | {fmt(pct(r['best'], f), 2)} | {fmt(r['at_half'], 0)} | {fmt(r['minutes'])} |")
+                     f" | {fmt(min(seeds), 0)}-{fmt(max(seeds), 0)} | {fmt(f, 0)} | {fmt(pct(r['best'], f), 2)}"
+                     f" | {fmt(r['at_half'], 0)} | {fmt(r['minutes'])} |")
     lines += ["", f"- {variant} {below(mean(gain))} the default loop on average (lower on"
                   f" {sum(g > 0 for g in gain)} of {len(gain)} runs, higher on {sum(g < 0 for g in gain)}).",
               f"- Against the default loop's range over its {max(len(v) for v in spread.values())} seeds"
