@@ -30,6 +30,7 @@
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx, NodeSpec};
 use crate::extraction::{Extraction, OriginalExtraction};
+use crate::merged::MergedParts;
 use crate::scc::Sccs;
 use anyhow::{bail, Result};
 use std::collections::hash_map::{Entry, HashMap};
@@ -60,6 +61,8 @@ pub struct Reduced {
     pub sccs: Sccs,
     /// What was removed.
     pub stats: PreprocessStats,
+    /// The original nodes inside each reduced node, as trees.
+    pub parts: MergedParts,
     /// For each reduced node, the original (class, node) pairs it stands
     /// for: itself first, then every class merged into it.
     origin: Vec<Vec<(ClassIdx, NodeIdx)>>,
@@ -180,7 +183,8 @@ fn preprocess_with(g: &EGraph, drop_twins_first: bool) -> Result<Reduced> {
     let roots = g.roots().iter().map(|&r| class_map[r.index()].expect("roots are kept")).collect();
     let graph = EGraph::new(class_names, specs, roots)?;
     let sccs = Sccs::new(&graph);
-    Ok(Reduced { graph, sccs, stats, origin, twin_of, num_original_classes: g.num_classes() })
+    let parts = MergedParts::new(g, &graph, &origin)?;
+    Ok(Reduced { graph, sccs, stats, parts, origin, twin_of, num_original_classes: g.num_classes() })
 }
 
 /// Drops every node that repeats an earlier node of its class with the same

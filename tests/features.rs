@@ -16,16 +16,6 @@ use smoothe::learn::objective::{Conservatism, LearnedCost};
 use smoothe::learn::train::{train, TrainConfig};
 use smoothe::preprocess::{preprocess, Reduced};
 
-/// A random graph whose nodes carry one of four operators, so that
-/// operator pairs, leaves and merged classes all occur.
-fn random_ops_graph(seed: u64) -> EGraph {
-    let mut v: serde_json::Value = serde_json::from_str(&random_graph_json(seed, 14, false)).unwrap();
-    for (i, (_, node)) in v["nodes"].as_object_mut().unwrap().iter_mut().enumerate() {
-        node["op"] = serde_json::json!(["and", "or", "not", "xor"][(i * 7 + seed as usize) % 4]);
-    }
-    graph(&v.to_string())
-}
-
 fn one_hot(g: &EGraph, e: &Extraction) -> Tensor {
     let mut p = vec![0f64; g.num_nodes()];
     for c in e.check(g).unwrap() {

@@ -6,6 +6,7 @@
 
 mod bottom_up;
 mod dag_greedy;
+mod depth_greedy;
 mod greedy;
 mod guided;
 pub mod local_search;
@@ -15,6 +16,7 @@ mod smoothe;
 
 pub use bottom_up::{choice_cycles, complete_acyclic, finalise_bottom_up, NodeKey};
 pub use dag_greedy::DagGreedy;
+pub use depth_greedy::{DepthGreedy, TimedSmoothE};
 pub use greedy::Greedy;
 pub use guided::{
     guided_search, linear_start, linear_start_config, with_model, BestOfRandom, GuidedSearch, SmoothEWith,
@@ -56,6 +58,8 @@ pub struct ExtractOptions {
     pub device: candle_core::Device,
     /// Where long extractors report progress.
     pub progress: Observer,
+    /// Per-operator delays of `depth-greedy` (unit by default).
+    pub op_delays: crate::timing::OpDelays,
 }
 
 impl Default for ExtractOptions {
@@ -65,18 +69,20 @@ impl Default for ExtractOptions {
             smoothe: SmoothEConfig::default(),
             device: candle_core::Device::Cpu,
             progress: quiet(),
+            op_delays: Default::default(),
         }
     }
 }
 
 /// Names accepted by [`by_name`].
-pub const METHODS: &[&str] = &["greedy", "dag-greedy", "random", "smoothe"];
+pub const METHODS: &[&str] = &["greedy", "dag-greedy", "depth-greedy", "random", "smoothe"];
 
 /// Builds the extractor registered under `name`.
 pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor>> {
     Ok(match name {
         "greedy" => Box::new(Greedy),
         "dag-greedy" => Box::new(DagGreedy),
+        "depth-greedy" => Box::new(DepthGreedy { delays: options.op_delays.clone() }),
         "random" => Box::new(RandomExtractor { seed: options.seed }),
         "smoothe" => Box::new(SmoothE {
             config: options.smoothe.clone(),

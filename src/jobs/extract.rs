@@ -3,14 +3,17 @@
 //! the result.
 
 use crate::cost::{CostModel, QuadraticCost};
-use crate::extract::{self, ExtractOptions, SmoothEConfig};
+use crate::extract::{self, DagGreedy, ExtractOptions, Extractor, SmoothE, SmoothEConfig, TimedSmoothE};
 use crate::learn::network::{Ensemble, OptimumError};
 use crate::learn::objective::{Conservatism, DesignFit, LearnedCost, Prediction};
 use crate::progress::Observer;
+use crate::timing::objective::{metric_model, Constrained, Constraint, ConstraintReport, METRICS};
+use crate::timing::{OpDelays, TimingGraph};
 use crate::{load, preprocess};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What to extract with.
@@ -36,6 +39,14 @@ pub struct ExtractJob {
     pub smoothe: SmoothEConfig,
     /// Device for tensor work (`cpu` or `cuda`).
     pub device: String,
+    /// The metric to minimise with SmoothE (`dag-cost` or `delay`); set
+    /// alone or with `constraints`, it replaces the node-cost objective.
+    pub objective: Option<String>,
+    /// Upper bounds on metrics that the extraction must meet.
+    pub constraints: Vec<Constraint>,
+    /// Per-operator delays (`{"OP": delay}`) for `delay` and
+    /// `depth-greedy`; unit delays without.
+    pub op_delays: Option<PathBuf>,
 }
 
 impl Default for ExtractJob {
@@ -50,6 +61,9 @@ impl Default for ExtractJob {
             samples: 1000,
             smoothe: SmoothEConfig::default(),
             device: "cpu".into(),
+            objective: None,
+            constraints: Vec::new(),
+            op_delays: None,
         }
     }
 }
@@ -74,6 +88,8 @@ pub struct ExtractResult {
     /// With a model trained by the loop: how far its own optima measured
     /// from their predictions there.
     pub optimum_error: Option<OptimumError>,
+    /// With constraints: how each came out.
+    pub constraints: Vec<ConstraintReport>,
 }
 
 impl ExtractJob {
@@ -94,10 +110,27 @@ impl ExtractJob {
     /// ```
     pub fn run(&self, egraph: &Path, progress: Observer) -> Result<ExtractResult> {
         let device = crate::device::parse(&self.device)?;
-        let options = ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress };
+        let op_delays = match &self.op_delays {
+            Some(path) => OpDelays::load(path)?,
+            None => OpDelays::unit(),
+        };
+        let options = ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress, op_delays };
+        let timed = self.objective.is_some() || !self.constraints.is_empty();
         let method = self.method.clone().unwrap_or_else(|| {
-            if self.model.is_some() || self.quadratic.is_some() { "smoothe" } else { "dag-greedy" }.to_string()
+            if self.model.is_some() || self.quadratic.is_some() || timed { "smoothe" } else { "dag-greedy" }.to_string()
         });
+        if timed {
+            if self.model.is_some() || self.quadratic.is_some() {
+                bail!(
+                    "--objective and --constraint take the model-free metrics ({}); they cannot be combined \
+                     with --model or --quadratic yet",
+                    METRICS.join(", ")
+                );
+            }
+            if method != "smoothe" {
+                bail!("--objective and --constraint need --method smoothe, not {method}");
+            }
+        }
         let graph = load::load_file(egraph)?;
         let start = Instant::now();
         // A learned model judges the extractions of its oracle's graph.
@@ -121,14 +154,36 @@ impl ExtractJob {
             (None, Some(q)) => Some(q),
             (None, None) => None,
         };
-        let extractor = match cost_model {
-            Some(m) => extract::with_model(&method, &options, m, &graph, self.samples)?,
-            None => extract::by_name(&method, &options)?,
+        let timed_objective = if timed { Some(self.timed_objective(&problem, &options)?) } else { None };
+        let extractor = match (cost_model, &timed_objective) {
+            (_, Some(objective)) => Box::new(TimedSmoothE {
+                smoothe: SmoothE {
+                    config: options.smoothe.clone(),
+                    seed: options.seed,
+                    device: options.device.clone(),
+                    progress: options.progress.clone(),
+                },
+                model: objective,
+                delays: options.op_delays.clone(),
+            }),
+            (Some(m), None) => extract::with_model(&method, &options, m, &graph, self.samples)?,
+            (None, None) => extract::by_name(&method, &options)?,
         };
         let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
         let seconds = start.elapsed().as_secs_f64();
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
+        let mut constraints = Vec::new();
+        if let Some(objective) = &timed_objective {
+            let reduced = problem
+                .from_original(&outcome.extraction)
+                .context("the extraction does not map onto the preprocessed graph (a bug)")?;
+            let timing = TimingGraph::new(&problem);
+            extra.insert("delay".into(), json!(timing.arrival(&reduced, &timing.delay_vector(&options.op_delays))?));
+            extra.insert("objective".into(), json!(self.objective.as_deref().unwrap_or("dag-cost")));
+            constraints = objective.report(&reduced);
+            extra.insert("constraints".into(), serde_json::to_value(&constraints)?);
+        }
         let mut prediction = None;
         let optimum_error = learned.as_ref().and_then(|m| m.model().meta.optimum_error);
         if let Some(m) = &learned {
@@ -162,7 +217,19 @@ impl ExtractJob {
             prediction,
             design: learned.as_ref().map(|m| m.design_fit()),
             optimum_error,
+            constraints,
         })
+    }
+
+    /// The objective of `--objective`/`--constraint` on `problem`: the
+    /// objective metric (default `dag-cost`) under the constraints' bounds,
+    /// weighed at dag-greedy's scale.
+    fn timed_objective(&self, problem: &preprocess::Reduced, options: &ExtractOptions) -> Result<Constrained> {
+        let timing = Arc::new(TimingGraph::new(problem));
+        let model = |name: &str| metric_model(name, problem, &timing, &options.op_delays, &options.device);
+        let objective = model(self.objective.as_deref().unwrap_or("dag-cost"))?;
+        let bounds = self.constraints.iter().map(|c| Ok((model(&c.metric)?, c.clone()))).collect::<Result<_>>()?;
+        Ok(Constrained::new(objective, bounds, &DagGreedy.extract(problem)?))
     }
 }
 

@@ -74,7 +74,7 @@ impl Combine {
 /// breadth-first from its entry classes (roots, or classes with an edge
 /// from outside) along its internal edges, so one Gauss-Seidel sweep
 /// carries inflow across the component and only back edges need more.
-fn sweep_order(
+pub(crate) fn sweep_order(
     members: &[ClassIdx],
     comp: usize,
     sccs: &Sccs,

@@ -53,25 +53,33 @@ pub fn random_graph_json(seed: u64, classes: usize, negative_costs: bool) -> Str
     json!({"nodes": map, "root_eclasses": ["c0"]}).to_string()
 }
 
-/// Exhaustive search over every assignment of one node per class:
-/// (least DAG cost, least tree cost) over valid extractions, or `None`.
-pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
+/// A random graph whose nodes carry one of four operators, so that
+/// operator pairs, leaves and merged classes all occur.
+pub fn random_ops_graph(seed: u64) -> EGraph {
+    let mut v: serde_json::Value = serde_json::from_str(&random_graph_json(seed, 14, false)).unwrap();
+    for (i, (_, node)) in v["nodes"].as_object_mut().unwrap().iter_mut().enumerate() {
+        node["op"] = serde_json::json!(["and", "or", "not", "xor"][(i * 7 + seed as usize) % 4]);
+    }
+    graph(&v.to_string())
+}
+
+/// Every valid extraction of `g` (every assignment of one node per class
+/// that passes the checker, unreachable classes included): exponential,
+/// for small graphs.
+pub fn valid_extractions(g: &EGraph) -> Vec<Extraction> {
     let nc = g.num_classes();
     let mut idx = vec![0usize; nc];
-    let mut best: Option<(f64, f64)> = None;
+    let mut out = Vec::new();
     loop {
         let ex =
             Extraction { choices: (0..nc).map(|c| g.class_nodes(ClassIdx::new(c)).get(idx[c]).copied()).collect() };
-        if let (Ok(d), Ok(t)) = (ex.dag_cost(g), ex.tree_cost(g)) {
-            best = Some(match best {
-                None => (d, t),
-                Some((bd, bt)) => (bd.min(d), bt.min(t)),
-            });
+        if ex.is_valid(g) {
+            out.push(ex);
         }
         let mut c = 0;
         loop {
             if c == nc {
-                return best;
+                return out;
             }
             idx[c] += 1;
             if idx[c] < g.class_nodes(ClassIdx::new(c)).len().max(1) {
@@ -81,6 +89,15 @@ pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
             c += 1;
         }
     }
+}
+
+/// Exhaustive search over every assignment of one node per class:
+/// (least DAG cost, least tree cost) over valid extractions, or `None`.
+pub fn brute_force(g: &EGraph) -> Option<(f64, f64)> {
+    valid_extractions(g)
+        .iter()
+        .map(|e| (e.dag_cost(g).unwrap(), e.tree_cost(g).unwrap()))
+        .reduce(|a, b| (a.0.min(b.0), a.1.min(b.1)))
 }
 
 /// Runs the CLI binary, returning (exit code, stdout, stderr).

@@ -6,6 +6,7 @@ use anyhow::Result;
 use smoothe::extract::{SmoothEConfig, METHODS};
 use smoothe::jobs::ExtractJob;
 use smoothe::learn::objective::{Conservatism, DesignFit};
+use smoothe::timing::objective::{Constraint, METRICS};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -43,6 +44,21 @@ pub struct ExtractArgs {
     /// With --model and --method random: how many samples to judge.
     #[arg(long, default_value_t = 1000)]
     samples: usize,
+    /// Minimise this metric with SmoothE instead of the node costs:
+    /// dag-cost (the sum of the chosen nodes' costs) or delay (arrival
+    /// time, max-plus over the chosen DAG, under --op-delays).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(METRICS))]
+    objective: Option<String>,
+    /// An upper bound that the extraction must meet, METRIC<=VALUE (for
+    /// example 'delay<=12'); repeatable. With no --objective, dag-cost is
+    /// minimised under it.
+    #[arg(long = "constraint", value_name = "METRIC<=VALUE")]
+    constraints: Vec<Constraint>,
+    /// Per-operator delays for the delay metric and depth-greedy: a JSON
+    /// object {"OP": delay}. Nodes without children are "<leaf>" (default
+    /// 0); operators it does not name take 1 [default: all 1, leaves 0].
+    #[arg(long)]
+    op_delays: Option<PathBuf>,
     /// TOML file whose [smoothe] table sets SmoothE's settings (the flags
     /// below override it).
     #[arg(long)]
@@ -72,10 +88,20 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         samples: a.samples,
         smoothe,
         device: a.run.device.unwrap_or_else(|| "cpu".into()),
+        objective: a.objective,
+        constraints: a.constraints,
+        op_delays: a.op_delays,
     };
     let result = job.run(&a.egraph, bars(!a.run.quiet))?;
     write_json(a.output.as_deref(), &result.json)?;
     eprintln!("{}: dag cost {}, {} classes, {:.3} s", result.method, result.dag_cost, result.classes, result.seconds);
+    for c in &result.constraints {
+        let verdict = if c.met { "met" } else { "NOT met" };
+        eprintln!("{}<={}: {} ({verdict}, margin {})", c.metric, c.bound, c.value, c.margin);
+    }
+    if result.constraints.iter().any(|c| !c.met) {
+        eprintln!("warning: no extraction found meets every constraint; this is the least-violating one found");
+    }
     if let Some(p) = result.prediction {
         eprintln!("model predicts {:.4} +- {:.4} (the members' spread {:.4})", p.mean, p.error, p.std);
         if let Some(cost) = p.measured {

@@ -1,0 +1,319 @@
+//! Arrival time: exact on the reduced graph, exact minimum by
+//! depth-greedy, relaxed op equal on one-hot choices with checked
+//! gradients, and SmoothE under a delay bound.
+
+mod common;
+
+use candle_core::{DType, Tensor, Var};
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use smoothe::cost::CostModel;
+use smoothe::egraph::{ClassIdx, EGraph};
+use smoothe::extract::{self, random_extraction, DepthGreedy, ExtractOptions, Extractor, SmoothE, SmoothEConfig};
+use smoothe::extraction::Extraction;
+use smoothe::jobs::ExtractJob;
+use smoothe::preprocess::{preprocess, Reduced};
+use smoothe::timing::objective::{Constraint, DelayCost};
+use smoothe::timing::op::ArrivalOp;
+use smoothe::timing::{OpDelays, TimingGraph, LEAF_OP};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Arrival time computed directly on the original graph, by recursion.
+fn original_arrival(g: &EGraph, e: &Extraction, delays: &OpDelays) -> f64 {
+    fn at(g: &EGraph, e: &Extraction, delays: &OpDelays, c: ClassIdx, memo: &mut Vec<Option<f64>>) -> f64 {
+        if let Some(t) = memo[c.index()] {
+            return t;
+        }
+        let n = e.choices[c.index()].unwrap();
+        let op = if g.children(n).is_empty() { LEAF_OP } else { g.op(n) };
+        let kids = g.children(n).iter().map(|&k| at(g, e, delays, k, memo)).fold(0.0, f64::max);
+        let t = delays.delay(op) + kids;
+        memo[c.index()] = Some(t);
+        t
+    }
+    let mut memo = vec![None; g.num_classes()];
+    g.roots().iter().map(|&r| at(g, e, delays, r, &mut memo)).fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Random non-negative delays for the operators of `g`, leaves included.
+fn random_delays(g: &EGraph, rng: &mut StdRng) -> OpDelays {
+    let mut map = BTreeMap::new();
+    for n in g.nodes() {
+        let op = if g.children(n).is_empty() { LEAF_OP.to_string() } else { g.op(n).to_string() };
+        map.entry(op).or_insert_with(|| rng.random_range(0.0..3.0));
+    }
+    OpDelays::from_map(map).unwrap()
+}
+
+fn shipped(path: &str) -> EGraph {
+    smoothe::load::load_file(std::path::Path::new(&format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))).unwrap()
+}
+
+/// Random operator graphs (merged classes, cycles) and the shipped e-graphs.
+fn problems() -> Vec<(EGraph, Reduced)> {
+    let mut graphs: Vec<EGraph> = (0..40).map(random_ops_graph).collect();
+    for path in [
+        "datasets/esyn/mul3.json",
+        "datasets/egg/math_simplify_factor.json",
+        "datasets/diospyros/vector_mac_root_21.json",
+    ] {
+        graphs.push(shipped(path));
+    }
+    graphs.into_iter().filter_map(|g| preprocess(&g).ok().map(|p| (g, p))).collect()
+}
+
+fn one_hot(g: &EGraph, e: &Extraction) -> Vec<f64> {
+    let mut p = vec![0f64; g.num_nodes()];
+    for c in e.check(g).unwrap() {
+        p[e.choices[c.index()].unwrap().index()] = 1.0;
+    }
+    p
+}
+
+#[test]
+fn arrival_on_the_reduced_graph_equals_arrival_on_the_original() {
+    let (mut checked, mut merged) = (0, 0);
+    for (i, (original, problem)) in problems().iter().enumerate() {
+        merged += problem.stats.merged_classes;
+        let timing = TimingGraph::new(problem);
+        let mut rng = StdRng::seed_from_u64(i as u64);
+        for round in 0..6 {
+            let delays = if round == 0 { OpDelays::unit() } else { random_delays(original, &mut rng) };
+            let e = random_extraction(&problem.graph, &mut rng);
+            let reduced = timing.arrival(&e, &timing.delay_vector(&delays)).unwrap();
+            let direct = original_arrival(original, problem.to_original(&e).as_extraction(), &delays);
+            assert!((reduced - direct).abs() <= 1e-9 * direct.abs().max(1.0), "graph {i}: {reduced} vs {direct}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 200 && merged > 20, "{checked} extractions, {merged} merged classes");
+}
+
+#[test]
+fn depth_greedy_finds_the_least_arrival_of_all_extractions() {
+    let mut compared = 0;
+    for seed in 0..150 {
+        let g = graph(&random_graph_json(seed, 3 + seed as usize % 6, false));
+        let Ok(problem) = preprocess(&g) else { continue };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let delays = if seed % 2 == 0 { OpDelays::unit() } else { random_delays(&g, &mut rng) };
+        let least =
+            valid_extractions(&g).iter().map(|e| original_arrival(&g, e, &delays)).fold(f64::INFINITY, f64::min);
+        let options = ExtractOptions { op_delays: delays.clone(), ..Default::default() };
+        let method = extract::by_name("depth-greedy", &options).unwrap();
+        // `run` checks the result on the original graph.
+        let out = extract::run(method.as_ref(), &g, &problem).unwrap();
+        let got = original_arrival(&g, out.extraction.as_extraction(), &delays);
+        assert!((got - least).abs() < 1e-9, "seed {seed}: depth-greedy {got}, least {least}");
+        let reported = out.details["delay"].as_f64().unwrap();
+        assert!((reported - got).abs() < 1e-9, "seed {seed}: reported delay {reported}, measured {got}");
+        compared += 1;
+    }
+    assert!(compared > 100, "only {compared} graphs compared");
+}
+
+#[test]
+fn relaxed_arrival_equals_the_exact_arrival_on_one_hot_choices() {
+    let mut cyclic = 0;
+    for (i, (original, problem)) in problems().iter().enumerate() {
+        let g = &problem.graph;
+        cyclic += usize::from(!problem.sccs.cyclic_sizes().is_empty());
+        let timing = Arc::new(TimingGraph::new(problem));
+        let mut rng = StdRng::seed_from_u64(50 + i as u64);
+        let delays = random_delays(original, &mut rng);
+        let cost = DelayCost::new(timing, &delays, &device()).unwrap();
+        let extractions: Vec<Extraction> = (0..4).map(|_| random_extraction(g, &mut rng)).collect();
+        let probs: Vec<Vec<f64>> = extractions.iter().map(|e| one_hot(g, e)).collect();
+        // Node-major [nodes, batch]: one column per extraction.
+        let flat: Vec<f64> = (0..g.num_nodes()).flat_map(|n| probs.iter().map(move |p| p[n])).collect();
+        let relaxed: Vec<f64> = cost
+            .expected(&Tensor::from_vec(flat, (g.num_nodes(), probs.len()), &device()).unwrap())
+            .unwrap()
+            .to_dtype(DType::F64)
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        for (e, r) in extractions.iter().zip(relaxed) {
+            let exact = cost.cost_of(e);
+            assert!((r - exact).abs() <= 1e-9 * exact.abs().max(1.0), "graph {i}: relaxed {r}, exact {exact}");
+        }
+    }
+    assert!(cyclic > 5, "only {cyclic} graphs with cyclic components");
+}
+
+#[test]
+fn relaxed_arrival_gradients_match_finite_differences() {
+    let (mut checked, mut cyclic) = (0, 0);
+    for (i, (original, problem)) in
+        problems().iter().enumerate().filter(|(_, (_, p))| p.graph.num_nodes() < 60).take(12)
+    {
+        let g = &problem.graph;
+        cyclic += usize::from(!problem.sccs.cyclic_sizes().is_empty());
+        let timing = Arc::new(TimingGraph::new(problem));
+        let mut op = ArrivalOp::new(timing.clone());
+        op.tolerance = 1e-14;
+        op.max_sweeps = 10_000;
+        let mut rng = StdRng::seed_from_u64(200 + i as u64);
+        let (nn, batch) = (g.num_nodes(), 2);
+        let d0 = timing.delay_vector(&random_delays(original, &mut rng));
+        let p0: Vec<f64> = (0..nn * batch).map(|_| rng.random_range(0.15..0.95)).collect();
+        let p = Var::from_vec(p0.clone(), (nn, batch), &device()).unwrap();
+        let d = Var::from_vec(d0.clone(), d0.len(), &device()).unwrap();
+        let grads = op.apply(p.as_tensor(), d.as_tensor()).unwrap().sum_all().unwrap().backward().unwrap();
+        let gp: Vec<f64> = grads.get(p.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let gd: Vec<f64> = grads.get(d.as_tensor()).unwrap().to_vec1().unwrap();
+        let f = |p: &[f64], d: &[f64]| -> f64 {
+            let p = Tensor::from_vec(p.to_vec(), (nn, batch), &device()).unwrap();
+            let d = Tensor::from_vec(d.to_vec(), d.len(), &device()).unwrap();
+            op.apply(&p, &d).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap()
+        };
+        let h = 1e-6;
+        let close = |fd: f64, got: f64, what: String| {
+            assert!((fd - got).abs() <= 1e-4 * fd.abs().max(1.0), "graph {i} {what}: autograd {got}, fd {fd}");
+        };
+        for k in 0..nn * batch {
+            let (mut a, mut b) = (p0.clone(), p0.clone());
+            a[k] += h;
+            b[k] -= h;
+            close((f(&a, &d0) - f(&b, &d0)) / (2.0 * h), gp[k], format!("probability {k}"));
+            checked += 1;
+        }
+        for k in 0..d0.len() {
+            let (mut a, mut b) = (d0.clone(), d0.clone());
+            a[k] += h;
+            b[k] -= h;
+            close((f(&p0, &a) - f(&p0, &b)) / (2.0 * h), gd[k], format!("delay of {}", timing.ops()[k]));
+            checked += 1;
+        }
+    }
+    assert!(checked > 300 && cyclic > 2, "{checked} entries checked, {cyclic} cyclic graphs");
+}
+
+#[test]
+fn smoothe_descends_the_relaxed_delay_to_the_least_arrival() {
+    // SmoothE started from greedy and dag-greedy only (no depth-greedy
+    // start): the gradient of the relaxed arrival has to find the least.
+    let mut reached = 0;
+    let cases: Vec<(EGraph, Reduced)> =
+        problems().into_iter().filter(|(_, p)| p.graph.num_nodes() > 8).take(10).collect();
+    for (i, (_, problem)) in cases.iter().enumerate() {
+        let timing = Arc::new(TimingGraph::new(problem));
+        let delay = timing.delay_vector(&OpDelays::unit());
+        let least = timing
+            .arrival(&DepthGreedy { delays: OpDelays::unit() }.extract_with_details(problem).unwrap().0, &delay)
+            .unwrap();
+        let cost = DelayCost::new(timing.clone(), &OpDelays::unit(), &device()).unwrap();
+        let smoothe = SmoothE {
+            config: SmoothEConfig { steps: 300, time_limit: 0.0, polish_passes: 0, ..Default::default() },
+            seed: i as u64,
+            device: device(),
+            progress: smoothe::progress::quiet(),
+        };
+        let (e, _) = smoothe.optimise(problem, &cost).unwrap();
+        e.check(&problem.graph).unwrap();
+        let got = timing.arrival(&e, &delay).unwrap();
+        assert!(got >= least - 1e-9, "case {i}: below the least arrival");
+        reached += usize::from(got <= least + 1e-9);
+    }
+    assert!(reached >= 9, "SmoothE reached the least arrival on {reached} of 10");
+}
+
+fn extract_job(path: &std::path::Path, constraints: &[&str], objective: Option<&str>) -> smoothe::jobs::ExtractResult {
+    let job = ExtractJob {
+        constraints: constraints.iter().map(|c| c.parse().unwrap()).collect(),
+        objective: objective.map(str::to_string),
+        smoothe: SmoothEConfig { steps: 150, time_limit: 0.0, ..Default::default() },
+        ..Default::default()
+    };
+    job.run(path, smoothe::progress::quiet()).unwrap()
+}
+
+fn method_result(path: &std::path::Path, method: &str) -> (f64, f64) {
+    let job = ExtractJob { method: Some(method.into()), ..Default::default() };
+    let r = job.run(path, smoothe::progress::quiet()).unwrap();
+    let g = smoothe::load::load_file(path).unwrap();
+    let e = Extraction {
+        choices: smoothe::extraction::OriginalExtraction::from_json(&g, &r.json).unwrap().choices().to_vec(),
+    };
+    (r.dag_cost, original_arrival(&g, &e, &OpDelays::unit()))
+}
+
+#[test]
+fn a_delay_bound_is_met_whenever_depth_greedy_meets_it_and_a_loose_one_costs_nothing() {
+    let mut paths = vec![std::path::PathBuf::from(format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR")))];
+    for seed in 0..4 {
+        paths.push(temp_file(&format!("timing-{seed}.json"), &shared_graph_json(seed, 30)));
+    }
+    for path in &paths {
+        let (fast_cost, least) = method_result(path, "depth-greedy");
+        let (dag_cost, dag_delay) = method_result(path, "dag-greedy");
+        // At the least delay: met, and no dearer than depth-greedy itself.
+        let r = extract_job(path, &[&format!("delay<={least}")], None);
+        assert!(r.constraints[0].met && r.constraints[0].value <= least, "{}: {:?}", path.display(), r.constraints);
+        assert!(r.dag_cost <= fast_cost + 1e-9, "{}: {} over depth-greedy's {fast_cost}", path.display(), r.dag_cost);
+        // At dag-greedy's delay: no dearer than dag-greedy.
+        let r = extract_job(path, &[&format!("delay<={dag_delay}")], None);
+        assert!(r.constraints[0].met, "{}: {:?}", path.display(), r.constraints);
+        assert!(r.dag_cost <= dag_cost + 1e-9, "{}: {} over dag-greedy's {dag_cost}", path.display(), r.dag_cost);
+        // Below the least delay nothing is feasible: the least-violating
+        // extraction comes back, said to miss the bound.
+        let r = extract_job(path, &[&format!("delay<={}", least - 1.0)], None);
+        assert!(!r.constraints[0].met, "{}: {:?}", path.display(), r.constraints);
+        assert_eq!(r.constraints[0].value, least, "{}: not the least-violating", path.display());
+        assert_eq!(r.json["constraints"][0]["met"], false);
+        // The objective delay alone reaches the least delay.
+        let r = extract_job(path, &[], Some("delay"));
+        assert_eq!(r.json["delay"].as_f64(), Some(least), "{}", path.display());
+    }
+}
+
+#[test]
+fn constraints_and_delay_files_are_checked() {
+    assert_eq!("delay <= 12.5".parse::<Constraint>().unwrap(), Constraint { metric: "delay".into(), bound: 12.5 });
+    for bad in ["delay", "delay<=fast", "delay<=inf", "delay>=3"] {
+        assert!(bad.parse::<Constraint>().is_err(), "{bad} parsed");
+    }
+    let negative = temp_file("neg-delays.json", r#"{"*": -1}"#);
+    let err = format!("{:#}", OpDelays::load(&negative).unwrap_err());
+    assert!(err.contains("neg-delays.json") && err.contains("\"*\""), "{err}");
+    let list = temp_file("list-delays.json", "[1, 2]");
+    let err = format!("{:#}", OpDelays::load(&list).unwrap_err());
+    assert!(err.contains("list-delays.json") && err.contains("operator delays"), "{err}");
+    let good = temp_file("delays.json", r#"{"*": 2, "!": 0.5}"#);
+    let d = OpDelays::load(&good).unwrap();
+    assert_eq!((d.delay("*"), d.delay("!"), d.delay("+"), d.delay(LEAF_OP)), (2.0, 0.5, 1.0, 0.0));
+}
+
+#[test]
+fn cli_extracts_under_a_delay_bound_and_refuses_a_model_with_one() {
+    let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
+    let delays = temp_file("cli-delays.json", r#"{"*": 2, "+": 3, "!": 1}"#);
+    let (code, out, err) =
+        cli(&["extract", "--method", "depth-greedy", "--op-delays", delays.to_str().unwrap(), &mul3]);
+    assert_eq!(code, 0, "{err}");
+    let least = parse_json(&out)["delay"].as_f64().unwrap();
+    let bound = format!("delay<={}", least + 4.0);
+    let (code, out, err) = cli(&[
+        "extract",
+        "-q",
+        "--steps",
+        "300",
+        "--time-limit",
+        "0",
+        "--constraint",
+        &bound,
+        "--op-delays",
+        delays.to_str().unwrap(),
+        &mul3,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let result = parse_json(&out);
+    assert_eq!(result["constraints"][0]["met"], true, "{out}");
+    assert!(result["delay"].as_f64().unwrap() <= least + 4.0);
+    assert!(err.contains(&format!("{bound}: ")), "{err}");
+    let (code, _, err) = cli(&["extract", "--model", "nowhere.safetensors", "--objective", "delay", &mul3]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot be combined with --model"), "{err}");
+}
