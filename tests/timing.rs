@@ -317,3 +317,99 @@ fn cli_extracts_under_a_delay_bound_and_refuses_a_model_with_one() {
     assert_ne!(code, 0);
     assert!(err.contains("cannot be combined with --model"), "{err}");
 }
+
+/// The three baselines and random extractions of `problem`, `count` in all.
+fn labelled_sample(problem: &Reduced, count: usize, seed: u64) -> Vec<Extraction> {
+    let mut out = vec![
+        DepthGreedy { delays: OpDelays::unit() }.extract_with_details(problem).unwrap().0,
+        extract::DagGreedy.extract_with_details(problem).unwrap().0,
+    ];
+    let mut rng = StdRng::seed_from_u64(seed);
+    while out.len() < count {
+        let e = random_extraction(&problem.graph, &mut rng);
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+#[test]
+fn fitted_delays_predict_held_out_delays_within_one_percent_and_extract_the_least() {
+    use smoothe::timing::fit::{fit_delays, FitConfig};
+    let mut hidden = BTreeMap::new();
+    for (op, d) in [("*", 2.0), ("+", 3.0), ("!", 0.5), ("&", 1.5), (LEAF_OP, 0.25)] {
+        hidden.insert(op.to_string(), d);
+    }
+    let path = std::path::PathBuf::from(format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR")));
+    let original = smoothe::load::load_file(&path).unwrap();
+    let problem = preprocess(&original).unwrap();
+    let timing = Arc::new(TimingGraph::new(&problem));
+    // The issue's oracle (unit depth) and one with delays the fit must find.
+    for truth in [OpDelays::unit(), OpDelays::from_map(hidden).unwrap()] {
+        let sample = labelled_sample(&problem, 125, 3);
+        let label = |e: &Extraction| original_arrival(&original, problem.to_original(e).as_extraction(), &truth);
+        let (train, test) = sample.split_at(100);
+        let y: Vec<f64> = train.iter().map(label).collect();
+        let fit = fit_delays(&timing, train, &y, &FitConfig::default()).unwrap();
+        let (mut error, mut magnitude) = (0.0, 0.0);
+        for e in test {
+            error += (timing.arrival(e, &fit.delay).unwrap() - label(e)).abs();
+            magnitude += label(e);
+        }
+        assert!(error < 0.01 * magnitude, "{truth:?}: held-out error {error} of {magnitude}");
+        // SmoothE against the fitted delays reaches the least true delay.
+        let file = temp_file("fitted.json", &serde_json::to_string(&fit.op_delays(&timing).by_op()).unwrap());
+        let job = ExtractJob {
+            objective: Some("delay".into()),
+            op_delays: Some(file),
+            smoothe: SmoothEConfig { steps: 100, time_limit: 0.0, ..Default::default() },
+            ..Default::default()
+        };
+        let got = job.run(&path, smoothe::progress::quiet()).unwrap();
+        let got = smoothe::extraction::OriginalExtraction::from_json(&original, &got.json).unwrap();
+        let true_delay = timing.delay_vector(&truth);
+        let (all, _) = timing.least_arrival(&true_delay);
+        let least = timing.arrival(&all.restricted_to_reachable(&problem.graph).unwrap(), &true_delay).unwrap();
+        assert_eq!(original_arrival(&original, got.as_extraction(), &truth), least, "{truth:?}");
+    }
+}
+
+#[test]
+fn cli_fits_delays_from_an_oracle_and_refuses_too_few_samples() {
+    let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
+    let oracle = temp_file(
+        "hidden_delay.py",
+        "import json, sys\n\
+         e = json.load(open(sys.argv[2]))\n\
+         D = {'*': 2.0, '+': 3.0, '!': 0.5}\n\
+         t = []\n\
+         for n in e['nodes']:\n    \
+             k = n['children']\n    \
+             t.append((D.get(n['op'], 1.0) if k else 0.25) + max([t[i] for i in k], default=0.0))\n\
+         print(json.dumps({'area': len(t), 'delay': max(t[r] for r in e['roots'])}))\n",
+    );
+    let command = format!("python3 {}", oracle.display());
+    let dir = std::env::temp_dir().join(format!("smoothe-fit-{}", std::process::id()));
+    let (labels, out) = (dir.join("labels.jsonl"), dir.join("delays.json"));
+    let args = [
+        "fit-delays", "-q", "--oracle", &command, "--metric", "delay", "--samples", "30", "--labels",
+        labels.to_str().unwrap(), "-o", out.to_str().unwrap(), &mul3,
+    ];
+    let (code, stdout, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    let report = parse_json(&stdout);
+    assert_eq!(report["calls"], 30, "{stdout}");
+    assert!(report["test_relative_mae"].as_f64().unwrap() < 0.01, "{stdout}");
+    let delays = OpDelays::load(&out).unwrap();
+    assert!((delays.delay("+") - 3.0).abs() < 0.1 && (delays.delay("*") - 2.0).abs() < 0.1, "{delays:?}");
+    // Run again: every label is in the log, so no call is made.
+    let (code, stdout, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(parse_json(&stdout)["calls"], 0, "{stdout}");
+    let mut few = args.to_vec();
+    few[7] = "1";
+    let (code, _, err) = cli(&few);
+    assert_ne!(code, 0);
+    assert!(err.contains("--samples must be at least 2"), "{err}");
+}

@@ -8,5 +8,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SMOOTHE="${SMOOTHE:-$here/../../target/release/smoothe}"
-metrics="$("$here/../../examples/oracles/abc_metrics.sh" "$1" "$2")"
+metrics="$(ABC_SCRIPT='strash; dch; map -a' "$here/../../examples/oracles/abc_metrics.sh" "$1" "$2")"
 printf '%s\n' "$metrics" | sed -n 's/.*"delay": *\([0-9.eE+-]*\).*/\1/p'

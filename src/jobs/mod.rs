@@ -3,11 +3,13 @@
 //! return, and a program embedding the library can do the same.
 
 mod extract;
+mod fit_delays;
 mod oracle_runs;
 mod predict;
 mod train_cost;
 
 pub use extract::{ExtractJob, ExtractResult};
+pub use fit_delays::{FitDelaysJob, FitDelaysResult};
 pub use oracle_runs::{LabelJob, SearchJob};
 pub use predict::{PredictJob, Verdict};
 pub use train_cost::{OutputPaths, TrainCostJob, TrainCostResult};

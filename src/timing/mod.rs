@@ -21,6 +21,7 @@
 //! ([`crate::merged::MergedParts`]), so the arrival times are those of the
 //! original graph.
 
+pub mod fit;
 pub mod objective;
 pub mod op;
 
@@ -84,9 +85,9 @@ impl OpDelays {
         self.by_op.get(op).copied().unwrap_or(if op == LEAF_OP { 0.0 } else { 1.0 })
     }
 
-    /// Operators named in the map, for warnings about names a graph lacks.
-    pub fn named_ops(&self) -> impl Iterator<Item = &str> {
-        self.by_op.keys().map(String::as_str)
+    /// The delays the map names (others take the defaults).
+    pub fn by_op(&self) -> &BTreeMap<String, f64> {
+        &self.by_op
     }
 }
 

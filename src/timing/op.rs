@@ -108,11 +108,12 @@ impl ArrivalOp {
         let tg = &*self.timing;
         let pc = col.class_prob[c.index()];
         let mut t = 0.0;
-        for &n in tg.graph.class_nodes(c) {
-            let (a, arg) = tg.node_arrival(n, part_delay, |k| col.class_t[k.index()]);
-            col.node_a[n.index()] = a;
-            col.node_arg[n.index()] = arg as u32;
-            if pc > TIMED_PROBABILITY {
+        // An untimed class stays at 0, and the backward skips it too.
+        if pc > TIMED_PROBABILITY {
+            for &n in tg.graph.class_nodes(c) {
+                let (a, arg) = tg.node_arrival(n, part_delay, |k| col.class_t[k.index()]);
+                col.node_a[n.index()] = a;
+                col.node_arg[n.index()] = arg as u32;
                 t += col.prob[n.index()] / pc * a;
             }
         }

@@ -4,6 +4,7 @@
 
 mod common;
 mod extract;
+mod fit_delays;
 mod label;
 mod predict;
 mod search;
@@ -48,6 +49,10 @@ enum Command {
     Predict(predict::PredictArgs),
     /// Write an extraction of a boolean e-graph as a netlist.
     Export(tools::ExportArgs),
+    /// Learn a delay per operator from an oracle's measured delay (a
+    /// static-timing model: arrival time over the chosen DAG), for
+    /// `extract --op-delays` with --objective delay or --constraint.
+    FitDelays(fit_delays::FitDelaysArgs),
 }
 
 /// Set by SIGINT or SIGTERM.
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
         Command::Label(args) => label::run(args),
         Command::Predict(args) => predict::run(args),
         Command::Export(args) => tools::export(args),
+        Command::FitDelays(args) => fit_delays::run(args),
     };
     if INTERRUPTED.load(Ordering::SeqCst) {
         // The work ended because of the interrupt (calls refused or

@@ -1,0 +1,190 @@
+"""The area-delay trade-off with a learned static-timing model.
+
+Per circuit and seed, with ABC mapping through examples/oracles/abc_metrics.sh
+(FLOW, default `strash; map`: the structure as extracted):
+
+1. the baselines greedy, dag-greedy, depth-greedy and linear SmoothE, each
+   measured once (area, delay);
+2. `smoothe fit-delays` on the oracle's delay (SAMPLES calls, default 100;
+   a fifth held out);
+3. four delay targets T, evenly spaced from the least to the greatest
+   baseline delay; for each, `extract --constraint delay<=T --op-delays`
+   with the fitted delays (no oracle call), measured. The reference area of
+   a target is the least baseline area with delay <= T; a target is met when
+   the measured delay is <= T and the area <= that reference; the gain is
+   (reference - area) / reference when met, 0 otherwise;
+4. `extract --objective delay` with the fitted delays, against depth-greedy.
+
+The extraction's area objective is the e-graph's DAG cost (node costs, an
+area proxy): only the delay is learned here.
+
+    experiments/tradeoff.sh                      # every circuit, seed 0
+    SEEDS="0 1 2" CIRCUITS="esyn/C432" experiments/tradeoff.sh
+    NAME=tradeoff-dch FLOW="strash; dch; map" experiments/tradeoff.sh
+    python3 experiments/tradeoff.py --report     # redraw from the CSV
+
+Writes experiments/NAME.csv, NAME.md and NAME.svg; scratch output (label
+logs, extractions) goes to experiments/out/NAME/.
+"""
+import json
+import os
+import subprocess
+import sys
+
+from abc_common import BIN, CIRCUITS, HERE, ROOT, SHARED, mean, read_rows, run, run_all, write_rows
+
+NAME = os.environ.get("NAME", "tradeoff")
+FLOW = os.environ.get("FLOW", "strash; map")
+SEEDS = [int(s) for s in os.environ.get("SEEDS", "0").split()]
+LIMIT = os.environ.get("LIMIT", "20")
+SAMPLES = os.environ.get("SAMPLES", "100")
+ORACLE = f"ABC_SCRIPT='{FLOW}' {ROOT / 'examples' / 'oracles' / 'abc_metrics.sh'}"
+OUT = HERE / "out" / NAME
+BASELINES = ["greedy", "dag-greedy", "depth-greedy", "smoothe"]
+EPS = 1e-9
+
+
+def measure(graph, extraction):
+    """The oracle's {area, delay, power} of an extraction file."""
+    p = subprocess.run(["sh", "-c", f'{ORACLE} "$0" "$1"', str(graph), str(extraction)], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"oracle on {extraction}: {p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def extract(graph, out, seed, *args):
+    """`smoothe extract` into `out`; its result file."""
+    run([BIN, "extract", "-q", "--seed", seed, "--time-limit", LIMIT, "-o", out, *args, graph])
+    return json.loads(out.read_text())
+
+
+def one(task):
+    circuit, seed = task
+    d = OUT / f"{circuit.replace('/', '-')}-s{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    graph = SHARED / f"{circuit}.json"
+    base = {"circuit": circuit, "seed": seed, "flow": FLOW}
+    points = {}
+    for m in BASELINES:
+        out = d / f"{m}.json"
+        extract(graph, out, seed, "--method", m)
+        points[m] = measure(graph, out)
+    p = subprocess.run([str(BIN), "fit-delays", "-q", "--oracle", ORACLE, "--metric", "delay", "--samples", SAMPLES,
+                        "--seed", str(seed), "--labels", str(d / "labels.jsonl"), "-o", str(d / "delays.json"),
+                        str(graph)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"fit-delays {circuit}: {p.stderr}")
+    fit = json.loads(p.stdout)
+    fit_cols = {"fit_relative_mae": fit["test_relative_mae"], "fit_spearman": fit["test_spearman"],
+                "unit_depth_spearman": fit["test_spearman_unit_depth"]}
+    rows = [{**base, "kind": m, "target": None, "area": v["area"], "delay": v["delay"], "predicted_delay": None,
+             "reference_area": None, "met": None, "gain": None, **fit_cols} for m, v in points.items()]
+    delays = [v["delay"] for v in points.values()]
+    lo, hi = min(delays), max(delays)
+    for k in range(4):
+        t = round(lo + k * (hi - lo) / 3, 6)
+        out = d / f"target{k}.json"
+        result = extract(graph, out, seed, "--constraint", f"delay<={t}", "--op-delays", d / "delays.json")
+        got = measure(graph, out)
+        ref = min(v["area"] for v in points.values() if v["delay"] <= t + EPS)
+        met = got["delay"] <= t + EPS and got["area"] <= ref + EPS
+        rows.append({**base, "kind": f"target{k}", "target": t, "area": got["area"], "delay": got["delay"],
+                     "predicted_delay": result["delay"], "reference_area": ref, "met": int(met),
+                     "gain": (ref - got["area"]) / ref if met else 0.0, **fit_cols})
+    out = d / "fastest.json"
+    result = extract(graph, out, seed, "--objective", "delay", "--op-delays", d / "delays.json")
+    got = measure(graph, out)
+    rows.append({**base, "kind": "objective-delay", "target": None, "area": got["area"], "delay": got["delay"],
+                 "predicted_delay": result["delay"], "reference_area": None,
+                 "met": int(got["delay"] <= points["depth-greedy"]["delay"] + EPS), "gain": None, **fit_cols})
+    return rows
+
+
+def fmt(v, digits=2):
+    return "" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def svg(rows, path):
+    """Small multiples of the area-delay plane: baselines as grey dots
+    (named), the constrained answers as blue dots, targets as dashed lines."""
+    circuits = sorted({r["circuit"] for r in rows if r["seed"] == min(SEEDS)})
+    w, h, pad, cols = 300, 220, 40, 3
+    rows_n = (len(circuits) + cols - 1) // cols
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols * w}" height="{rows_n * h}" '
+             'font-family="sans-serif" font-size="10">']
+    for i, c in enumerate(circuits):
+        ox, oy = (i % cols) * w, (i // cols) * h
+        mine = [r for r in rows if r["circuit"] == c and r["seed"] == min(SEEDS)]
+        xs = [r["delay"] for r in mine] + [r["target"] for r in mine if r["target"] is not None]
+        ys = [r["area"] for r in mine]
+        x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+        sx = lambda x: ox + pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)
+        sy = lambda y: oy + h - pad + (y0 - y) / ((y1 - y0) or 1) * (h - 2 * pad)
+        parts.append(f'<text x="{ox + pad}" y="{oy + 15}" font-weight="bold">{c} ({FLOW})</text>')
+        parts.append(f'<text x="{ox + w / 2}" y="{oy + h - 8}">delay</text>')
+        parts.append(f'<text x="{ox + 4}" y="{oy + h / 2}">area</text>')
+        for r in mine:
+            x, y = sx(r["delay"]), sy(r["area"])
+            if r["kind"] in BASELINES:
+                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="grey"/>')
+                parts.append(f'<text x="{x + 5:.1f}" y="{y - 4:.1f}" fill="grey">{r["kind"]}</text>')
+            elif r["target"] is not None:
+                tx = sx(r["target"])
+                parts.append(f'<line x1="{tx:.1f}" y1="{oy + pad}" x2="{tx:.1f}" y2="{oy + h - pad}" '
+                             'stroke="lightblue" stroke-dasharray="3,3"/>')
+                colour = "blue" if r["met"] else "red"
+                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
+    parts.append("</svg>")
+    path.write_text("\n".join(parts) + "\n")
+
+
+def report(rows):
+    targets = [r for r in rows if r["target"] is not None]
+    fastest = [r for r in rows if r["kind"] == "objective-delay"]
+    circuits = sorted({r["circuit"] for r in rows})
+    lines = [f"# Area under a delay target with learned delays ({FLOW})", "",
+             f"Written by `experiments/tradeoff.py` (NAME={NAME}, seeds {' '.join(map(str, SEEDS))}, "
+             f"{SAMPLES} oracle calls for `fit-delays`, {LIMIT} s per extraction). ABC with "
+             "`examples/oracles/cells.genlib` measures (area, delay). The model is per-operator delays fitted "
+             "to the oracle's delay (arrival time over the chosen DAG); the extraction minimises the e-graph's "
+             "DAG cost under the predicted delay bound, with no oracle call.", "",
+             f"- targets met (delay <= T and area <= the least baseline area meeting T): "
+             f"{sum(r['met'] for r in targets)} of {len(targets)}",
+             f"- mean gain over the reference area, an unmet target counting 0: "
+             f"{100 * mean([r['gain'] for r in targets]):.2f}%",
+             f"- `--objective delay` measured no slower than depth-greedy: {sum(r['met'] for r in fastest)} of "
+             f"{len(fastest)}",
+             f"- held-out fit (mean over runs): relative error "
+             f"{100 * mean([r['fit_relative_mae'] for r in fastest]):.2f}%, Spearman "
+             f"{mean([r['fit_spearman'] for r in fastest]):.3f} (unit depth: "
+             f"{mean([r['unit_depth_spearman'] for r in fastest]):.3f})", "",
+             "| circuit | seed | greedy | dag-greedy | depth-greedy | SmoothE | fit Spearman (unit) | "
+             "T | reference area | answer (area, delay) | predicted delay | met | gain |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in circuits:
+        for s in sorted({r["seed"] for r in rows if r["circuit"] == c}):
+            mine = {r["kind"]: r for r in rows if r["circuit"] == c and r["seed"] == s}
+            pts = [f"{fmt(mine[m]['area'], 1)}, {fmt(mine[m]['delay'], 2)}" for m in BASELINES]
+            fit = f"{fmt(mine['greedy']['fit_spearman'], 3)} ({fmt(mine['greedy']['unit_depth_spearman'], 3)})"
+            for k in range(4):
+                r = mine[f"target{k}"]
+                head = [c, str(s), *pts, fit] if k == 0 else ["", "", "", "", "", "", ""]
+                lines.append("| " + " | ".join(head + [
+                    fmt(r["target"]), fmt(r["reference_area"], 1), f"{fmt(r['area'], 1)}, {fmt(r['delay'])}",
+                    fmt(r["predicted_delay"]), "yes" if r["met"] else "no", f"{100 * r['gain']:.1f}%"]) + " |")
+    (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
+    svg(rows, HERE / f"{NAME}.svg")
+
+
+def main():
+    csv_path = HERE / f"{NAME}.csv"
+    if "--report" not in sys.argv:
+        tasks = [(c, s) for c in CIRCUITS for s in SEEDS]
+        rows = [r for rs in run_all(one, tasks, 1) for r in rs]
+        write_rows(csv_path, rows)
+    report(read_rows(csv_path))
+
+
+if __name__ == "__main__":
+    main()

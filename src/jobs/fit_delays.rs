@@ -1,0 +1,153 @@
+//! `smoothe fit-delays`: learn per-operator delays from an oracle's delay.
+
+use super::oracle_runs::open_log;
+use crate::extract::{random_extraction, DagGreedy, DepthGreedy, Extractor, Greedy};
+use crate::extraction::Extraction;
+use crate::learn::labeler::Labeler;
+use crate::learn::metrics::{in_test_split, spearman};
+use crate::learn::oracle::OracleSettings;
+use crate::learn::extraction_key;
+use crate::preprocess::preprocess;
+use crate::progress::Observer;
+use crate::timing::fit::{fit_delays, FitConfig};
+use crate::timing::{OpDelays, TimingGraph};
+use crate::{files, load};
+use anyhow::{bail, Context, Result};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Fits the delays of one design's operators to an oracle's measurements:
+/// depth-greedy, dag-greedy, greedy and random valid extractions are
+/// labelled through the label log (labels already there are free), a test
+/// share is held out, and the fitted delays are written as an
+/// `--op-delays` file.
+#[derive(Debug, Clone)]
+pub struct FitDelaysJob {
+    /// The oracle; with a JSON-printing oracle, `metric` picks the delay.
+    pub oracle: OracleSettings,
+    /// The label log.
+    pub labels: PathBuf,
+    /// Extractions to label (the three baselines among them).
+    pub samples: usize,
+    /// Share of the labels held out to test the fit (by extraction hash,
+    /// as `train-cost` splits).
+    pub test_share: f64,
+    /// Seed of the random extractions.
+    pub seed: u64,
+    /// How the delays are fitted.
+    pub fit: FitConfig,
+    /// Where the delays are written.
+    pub output: PathBuf,
+}
+
+/// What a fit gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitDelaysResult {
+    /// The fitted delay per operator (`<leaf>`: inputs and constants).
+    pub delays: BTreeMap<String, f64>,
+    /// Labels fitted on.
+    pub train: usize,
+    /// Held-out labels.
+    pub test: usize,
+    /// Oracle calls that failed (left out of the fit).
+    pub failed: usize,
+    /// Oracle calls made (the rest came from the log).
+    pub calls: usize,
+    /// Mean absolute error on the fitted labels.
+    pub train_mae: f64,
+    /// Mean absolute error on the held-out labels (NaN without any).
+    pub test_mae: f64,
+    /// `test_mae` over the held-out labels' mean magnitude.
+    pub test_relative_mae: f64,
+    /// Rank correlation of predicted and measured held-out delays.
+    pub test_spearman: f64,
+    /// The same for unit depth, the model with nothing learned.
+    pub test_spearman_unit_depth: f64,
+}
+
+impl FitDelaysJob {
+    /// Runs the fit on the e-graph at `egraph` and writes the delays.
+    pub fn run(&self, egraph: &Path, progress: Observer) -> Result<FitDelaysResult> {
+        if self.samples < 2 {
+            bail!("--samples must be at least 2, got {}", self.samples);
+        }
+        if !(0.0..1.0).contains(&self.test_share) {
+            bail!("the test share must be in [0, 1), got {}", self.test_share);
+        }
+        let graph = load::load_file(egraph)?;
+        let problem = preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
+        let timing = Arc::new(TimingGraph::new(&problem));
+        let candidates = self.candidates(&problem)?;
+        let originals = candidates
+            .iter()
+            .map(|e| problem.to_original(e).restricted_to_reachable(&graph))
+            .collect::<Result<Vec<_>>>()?;
+        let oracle = self.oracle.oracle(&[&self.labels])?;
+        let mut log = open_log(&self.labels)?;
+        let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, progress);
+        let mut budget = candidates.len();
+        let labelled = labeler.label(&mut log, &originals, &mut budget);
+        let _ = std::fs::remove_dir_all(&labeler.work_dir);
+        let (costs, stats) = labelled?;
+        let (mut train, mut test): ((Vec<Extraction>, Vec<f64>), (Vec<Extraction>, Vec<f64>)) = Default::default();
+        for ((e, original), cost) in candidates.into_iter().zip(&originals).zip(costs) {
+            let Some(y) = cost else { continue };
+            let split = if in_test_split(&extraction_key(&graph, original)?, self.test_share) { &mut test } else { &mut train };
+            split.0.push(e);
+            split.1.push(y);
+        }
+        if train.0.len() < 2 {
+            bail!("only {} extraction(s) labelled for fitting: see the oracle's failures in {}", train.0.len(), self.labels.display());
+        }
+        let fit = fit_delays(&timing, &train.0, &train.1, &self.fit)?;
+        let delays = fit.op_delays(&timing);
+        let predict = |es: &[Extraction], d: &[f64]| es.iter().map(|e| timing.arrival(e, d)).collect::<Result<Vec<f64>>>();
+        let mae = |p: &[f64], y: &[f64]| p.iter().zip(y).map(|(a, b)| (a - b).abs()).sum::<f64>() / y.len() as f64;
+        let (train_pred, test_pred) = (predict(&train.0, &fit.delay)?, predict(&test.0, &fit.delay)?);
+        let unit = predict(&test.0, &timing.delay_vector(&OpDelays::unit()))?;
+        let test_mae = mae(&test_pred, &test.1);
+        let magnitude = test.1.iter().map(|y| y.abs()).sum::<f64>() / test.1.len() as f64;
+        let map: BTreeMap<String, f64> = timing.ops().iter().map(|op| (op.clone(), delays.delay(op))).collect();
+        files::write_json(&self.output, &serde_json::to_value(&map)?)?;
+        Ok(FitDelaysResult {
+            delays: map,
+            train: train.0.len(),
+            test: test.0.len(),
+            failed: stats.failed,
+            calls: stats.calls,
+            train_mae: mae(&train_pred, &train.1),
+            test_mae,
+            test_relative_mae: test_mae / magnitude,
+            test_spearman: spearman(&test_pred, &test.1),
+            test_spearman_unit_depth: spearman(&unit, &test.1),
+        })
+    }
+
+    /// Up to `samples` distinct valid extractions of `problem`: the three
+    /// baselines, then random ones.
+    fn candidates(&self, problem: &crate::preprocess::Reduced) -> Result<Vec<Extraction>> {
+        let mut out = vec![
+            DepthGreedy { delays: OpDelays::unit() }.extract(problem)?,
+            DagGreedy.extract(problem)?,
+            Greedy.extract(problem)?,
+        ];
+        let mut seen: HashSet<Vec<Option<u32>>> = HashSet::new();
+        let key = |e: &Extraction| e.choices.iter().map(|c| c.map(|n| n.raw())).collect::<Vec<_>>();
+        out.retain(|e| seen.insert(key(e)));
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let mut tries = 0;
+        while out.len() < self.samples && tries < 20 * self.samples {
+            tries += 1;
+            let e = random_extraction(&problem.graph, &mut rng);
+            if seen.insert(key(&e)) {
+                out.push(e);
+            }
+        }
+        out.truncate(self.samples);
+        Ok(out)
+    }
+}
