@@ -369,7 +369,7 @@ fn fitted_delays_predict_held_out_delays_within_one_percent_and_extract_the_leas
         let got = job.run(&path, smoothe::progress::quiet()).unwrap();
         let got = smoothe::extraction::OriginalExtraction::from_json(&original, &got.json).unwrap();
         let true_delay = timing.delay_vector(&truth);
-        let (all, _) = timing.least_arrival(&true_delay);
+        let (all, _) = extract::least_arrival(&timing, &true_delay);
         let least = timing.arrival(&all.restricted_to_reachable(&problem.graph).unwrap(), &true_delay).unwrap();
         assert_eq!(original_arrival(&original, got.as_extraction(), &truth), least, "{truth:?}");
     }
@@ -393,8 +393,19 @@ fn cli_fits_delays_from_an_oracle_and_refuses_too_few_samples() {
     let dir = std::env::temp_dir().join(format!("smoothe-fit-{}", std::process::id()));
     let (labels, out) = (dir.join("labels.jsonl"), dir.join("delays.json"));
     let args = [
-        "fit-delays", "-q", "--oracle", &command, "--metric", "delay", "--samples", "30", "--labels",
-        labels.to_str().unwrap(), "-o", out.to_str().unwrap(), &mul3,
+        "fit-delays",
+        "-q",
+        "--oracle",
+        &command,
+        "--metric",
+        "delay",
+        "--samples",
+        "30",
+        "--labels",
+        labels.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        &mul3,
     ];
     let (code, stdout, err) = cli(&args);
     assert_eq!(code, 0, "{err}");

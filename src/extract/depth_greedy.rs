@@ -1,5 +1,6 @@
 //! Least arrival time per class: the exact minimum of the delay.
 
+use super::bottom_up::{finalise_bottom_up, NodeKey};
 use super::{Extractor, SmoothE};
 use crate::cost::CostModel;
 use crate::extraction::Extraction;
@@ -27,12 +28,26 @@ impl Extractor for DepthGreedy {
     fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
         let timing = TimingGraph::new(problem);
         let delay = timing.delay_vector(&self.delays);
-        let (all, _) = timing.least_arrival(&delay);
+        let (all, _) = least_arrival(&timing, &delay);
         let extraction = all.restricted_to_reachable(&problem.graph)?;
         let mut details = Map::new();
         details.insert("delay".into(), json!(timing.arrival(&extraction, &delay)?));
         Ok((extraction, details))
     }
+}
+
+/// Per class, the least arrival time over all its acyclic choices under
+/// per-op delays `delay`, and an extraction (of every class that has one)
+/// attaining it everywhere. Arrival is monotone and never less than a
+/// child's, so finalising classes in increasing order (Knuth's
+/// generalisation of Dijkstra) is exact, and sharing never matters for a
+/// maximum.
+pub fn least_arrival(timing: &TimingGraph, delay: &[f64]) -> (Extraction, Vec<f64>) {
+    let part_delay = timing.part_delays(delay);
+    finalise_bottom_up(timing.graph(), |n, values| {
+        let (t, _) = timing.node_arrival(n, &part_delay, |k| values[k.index()]);
+        (NodeKey { preferred: true, score: -t }, t)
+    })
 }
 
 /// SmoothE on an objective that involves arrival time, started from the

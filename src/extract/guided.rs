@@ -184,9 +184,8 @@ impl Extractor for SmoothEWith<'_> {
 /// samples from `seed` itself, from the same three starts; a frozen search
 /// on that seed redrew the very samples the loop had labelled, so at equal
 /// seeds `extract --model` returned labelled extractions it had not found
-/// by optimising the model: on the seven ABC-area circuits at seed 0, its
-/// picks lay 2.01% below the better greedy, and 1.36% once the search
-/// drew from a stream of its own (`experiments/frozen_decoupled.md`).
+/// by optimising the model, which made the frozen model look better than
+/// it is.
 fn frozen_search_seed(seed: u64) -> u64 {
     // XOR with a constant is a bijection, so distinct seeds stay distinct;
     // this one (the golden ratio's fraction in 64 bits) flips about half

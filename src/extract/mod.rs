@@ -16,7 +16,7 @@ mod smoothe;
 
 pub use bottom_up::{choice_cycles, complete_acyclic, finalise_bottom_up, NodeKey};
 pub use dag_greedy::DagGreedy;
-pub use depth_greedy::{DepthGreedy, TimedSmoothE};
+pub use depth_greedy::{least_arrival, DepthGreedy, TimedSmoothE};
 pub use greedy::Greedy;
 pub use guided::{
     guided_search, linear_start, linear_start_config, with_model, BestOfRandom, GuidedSearch, SmoothEWith,

@@ -3,10 +3,10 @@
 use super::oracle_runs::open_log;
 use crate::extract::{random_extraction, DagGreedy, DepthGreedy, Extractor, Greedy};
 use crate::extraction::Extraction;
+use crate::learn::extraction_key;
 use crate::learn::labeler::Labeler;
 use crate::learn::metrics::{in_test_split, spearman};
 use crate::learn::oracle::OracleSettings;
-use crate::learn::extraction_key;
 use crate::preprocess::preprocess;
 use crate::progress::Observer;
 use crate::timing::fit::{fit_delays, FitConfig};
@@ -42,6 +42,13 @@ pub struct FitDelaysJob {
     pub fit: FitConfig,
     /// Where the delays are written.
     pub output: PathBuf,
+}
+
+/// Labelled extractions of the preprocessed graph, in step.
+#[derive(Default)]
+struct Labelled {
+    extractions: Vec<Extraction>,
+    labels: Vec<f64>,
 }
 
 /// What a fit gave.
@@ -93,37 +100,44 @@ impl FitDelaysJob {
         let labelled = labeler.label(&mut log, &originals, &mut budget);
         let _ = std::fs::remove_dir_all(&labeler.work_dir);
         let (costs, stats) = labelled?;
-        let (mut train, mut test): ((Vec<Extraction>, Vec<f64>), (Vec<Extraction>, Vec<f64>)) = Default::default();
+        let (mut train, mut test) = (Labelled::default(), Labelled::default());
         for ((e, original), cost) in candidates.into_iter().zip(&originals).zip(costs) {
             let Some(y) = cost else { continue };
-            let split = if in_test_split(&extraction_key(&graph, original)?, self.test_share) { &mut test } else { &mut train };
-            split.0.push(e);
-            split.1.push(y);
+            let split =
+                if in_test_split(&extraction_key(&graph, original)?, self.test_share) { &mut test } else { &mut train };
+            split.extractions.push(e);
+            split.labels.push(y);
         }
-        if train.0.len() < 2 {
-            bail!("only {} extraction(s) labelled for fitting: see the oracle's failures in {}", train.0.len(), self.labels.display());
+        if train.extractions.len() < 2 {
+            bail!(
+                "only {} extraction(s) labelled for fitting: see the oracle's failures in {}",
+                train.extractions.len(),
+                self.labels.display()
+            );
         }
-        let fit = fit_delays(&timing, &train.0, &train.1, &self.fit)?;
+        let fit = fit_delays(&timing, &train.extractions, &train.labels, &self.fit)?;
         let delays = fit.op_delays(&timing);
-        let predict = |es: &[Extraction], d: &[f64]| es.iter().map(|e| timing.arrival(e, d)).collect::<Result<Vec<f64>>>();
+        let predict =
+            |es: &[Extraction], d: &[f64]| es.iter().map(|e| timing.arrival(e, d)).collect::<Result<Vec<f64>>>();
         let mae = |p: &[f64], y: &[f64]| p.iter().zip(y).map(|(a, b)| (a - b).abs()).sum::<f64>() / y.len() as f64;
-        let (train_pred, test_pred) = (predict(&train.0, &fit.delay)?, predict(&test.0, &fit.delay)?);
-        let unit = predict(&test.0, &timing.delay_vector(&OpDelays::unit()))?;
-        let test_mae = mae(&test_pred, &test.1);
-        let magnitude = test.1.iter().map(|y| y.abs()).sum::<f64>() / test.1.len() as f64;
+        let (train_pred, test_pred) =
+            (predict(&train.extractions, &fit.delay)?, predict(&test.extractions, &fit.delay)?);
+        let unit = predict(&test.extractions, &timing.delay_vector(&OpDelays::unit()))?;
+        let test_mae = mae(&test_pred, &test.labels);
+        let magnitude = test.labels.iter().map(|y| y.abs()).sum::<f64>() / test.labels.len() as f64;
         let map: BTreeMap<String, f64> = timing.ops().iter().map(|op| (op.clone(), delays.delay(op))).collect();
         files::write_json(&self.output, &serde_json::to_value(&map)?)?;
         Ok(FitDelaysResult {
             delays: map,
-            train: train.0.len(),
-            test: test.0.len(),
+            train: train.extractions.len(),
+            test: test.extractions.len(),
             failed: stats.failed,
             calls: stats.calls,
-            train_mae: mae(&train_pred, &train.1),
+            train_mae: mae(&train_pred, &train.labels),
             test_mae,
             test_relative_mae: test_mae / magnitude,
-            test_spearman: spearman(&test_pred, &test.1),
-            test_spearman_unit_depth: spearman(&unit, &test.1),
+            test_spearman: spearman(&test_pred, &test.labels),
+            test_spearman_unit_depth: spearman(&unit, &test.labels),
         })
     }
 

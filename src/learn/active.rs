@@ -70,8 +70,8 @@ pub struct TrainCostConfig {
     /// predicts (keeps an unbiased view of the pool in the data).
     pub explore: usize,
     /// How screened candidates are ranked (default: the selection
-    /// process, which ended lower than the ensemble's `lcb` in 20 runs of
-    /// 33 over two cell libraries, `experiments/selection_gp*.md`).
+    /// process, which ended lower than the ensemble's `lcb` more often
+    /// than not).
     pub acquisition: Acquisition,
     /// `beta` of the lower confidence bound.
     pub beta: f64,
@@ -207,8 +207,7 @@ pub struct RoundSummary {
 
 /// The feature rows a round's labels and picks already have. Extractions
 /// with equal rows are the same point to the model (it cannot rank them
-/// apart), and most such twins measure alike (`experiments/landscape.md`:
-/// equal areas in 35-97% of the groups), so a round labels one row once:
+/// apart), and most such twins measure alike, so a round labels one row once:
 /// its picks and its screened pool skip rows the data or the batch hold.
 struct Novelty<'a> {
     featurizer: &'a Featurizer,
@@ -272,12 +271,9 @@ impl<'a> Novelty<'a> {
 /// dag-greedy label, `reference_cost`. Such a model's optimum on a design
 /// it never saw is chosen because it scores low there, so its error leans
 /// the cheap way by about that margin, the bar `extract --model` sets an
-/// optimum it cannot measure. In the 30-call fine-tuning runs of
-/// `experiments/transfer.md` before this bar, those picks (7-11 of each
-/// run's 27) measured above the best of greedy, dag-greedy and linear
-/// SmoothE on every circuit but c7552, by 0.3-7.1% on average, and none
-/// improved the incumbent, while the screened pool's picks gave every gain;
-/// their calls now go to the pool. Infinite (no bar) otherwise: a model
+/// optimum it cannot measure. Without this bar such picks measured above
+/// the baselines and never improved the incumbent, while the screened
+/// pool's picks gave every gain, so their calls go to the pool. Infinite (no bar) otherwise: a model
 /// trained on this design, or one fine-tuned on its labels, is checked by
 /// them, and a model without a margin (one not calibrated over designs) or
 /// a design whose dag-greedy call failed has no bar to set.
@@ -297,10 +293,8 @@ fn prior_bar(adapting: bool, model: &Ensemble, incumbent: f64, reference_cost: O
 /// validation folds, its first round read the library model's weights
 /// alone, whose picks on a new design lean cheap by its transfer margin,
 /// [`prior_bar`]). The broad samples are what a model from scratch labels
-/// all its calls on; in the 30-call runs of `experiments/transfer.md`
-/// with none, that model's best label beat the adapted loop's on c2670
-/// and b12, the two designs where the three baselines' neighbourhood held
-/// no better extraction.
+/// all its calls on; without any, an adapted loop cannot leave the three
+/// baselines' neighbourhood where it holds no better extraction.
 fn initial_samples(config: &TrainCostConfig, adapting: bool, budget: usize, bases: usize) -> usize {
     let configured = config.initial.saturating_sub(bases);
     if adapting {

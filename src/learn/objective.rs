@@ -59,42 +59,15 @@ impl Conservatism {
     /// optimum lies on or next to the rows the model was fitted to, where
     /// its error is its fitting error. Gradient descent alone then stays
     /// at its start; the model-guided search of `extract` jumps between
-    /// such rows. Measured with the ABC area oracle on the esyn circuits
-    /// and boole/mul16 (3 seeds, the loop's final models): against
-    /// `ACTIVE`, the frozen extraction's real area fell from 0.1% to 1.0%
-    /// below the better greedy, and the mean error of its prediction from
-    /// 2.9% (worst 20%) to 0.9% (worst 3%).
+    /// such rows.
     ///
     /// The distance is to the nearest of *all* labelled rows, so the search
     /// stays near the greedy rows it starts from even where the model
-    /// scores a distant labelled row cheaper. Measuring it instead to the
-    /// few rows the model scores cheapest (a trust region centred on the
-    /// incumbent; commit 885d764, `experiments/centres.sh` there) was worse
-    /// on the 28 final models of the ablation and polish runs: 0.96% (8
-    /// centres) and 0.80% (1) below the better greedy against 1.05%,
-    /// worse than it on 6 and 8 of 28 against 2, mean prediction error
-    /// 2.7% and 3.0% against 2.1%. Near its best rows the model is
-    /// optimistic by 2-4%, as much as the whole gain on offer.
-    ///
-    /// Nor does the charge stop the search short of better extractions.
-    /// Searching first under a tenth, then three tenths of it, then the
-    /// full charge (commit d1cd981, `experiments/continuation.sh` there)
-    /// reached picks the model scores 0.56% lower on the 21 final models
-    /// of the seed-0 ablation (loop, sampler and random-pick labels), but
-    /// their real area was 0.23% higher on average, higher on 8 and lower
-    /// on 6, worse than linear SmoothE on 6 against 4, and mean prediction
-    /// error rose from 2.6% to 3.4%.
-    ///
-    /// Those measurements froze models at the seed their loop ran with,
-    /// when the frozen search still drew the loop's own broad samples and
-    /// found them measured. Remeasured once it drew from a stream of its
-    /// own (`experiments/frozen_trust.md`: the seven circuits' final
-    /// 300-call models, seed 0), the full charge is still the best of those
-    /// tried: its picks lie 1.36% below the better greedy on average (6 of
-    /// 7 are baselines the loop measured), against 1.43%, 1.05% and 1.08%
-    /// at 0.3, 0.1 and 0, which were worse than linear SmoothE on 1, 3 and
-    /// 2 of 7 runs, and whose novel picks measured up to 8% (c2670) and
-    /// 24% (mul3) above their predictions.
+    /// scores a distant labelled row cheaper: near its best rows the model
+    /// is optimistic by about as much as the gain on offer. Trust regions
+    /// centred on the model's cheapest rows, a charge raised gradually, and
+    /// weaker charges were each measured and each did worse on real cost
+    /// (the experiments' index lists them).
     pub const FROZEN: Conservatism = Conservatism { kappa: 1.0, trust: 1.0, free_distance: 0.0 };
 }
 
@@ -190,13 +163,9 @@ pub const MIN_OPTIMUM_CHECKS: usize = 3;
 /// labels. A relative model's `target_std` is the spread of the relative
 /// costs of every design it was first trained on, scaled to this one, and
 /// so counts the differences between designs as well as between this
-/// design's extractions: a model fine-tuned with 30 calls on esyn/c7552
-/// (`experiments/transfer.md`, seed 0), whose labels there spread by 41.5,
-/// had a `target_std` of 204 there, so it charged a step away from them
-/// five times what a model trained from scratch on such labels does. (With
-/// the design's spread, that model's frozen search reached an extraction
-/// it scores 2.7% lower, unmeasured; charged its loop's optimism, it lost
-/// to the measured start, as before: no frozen pick of those runs moved.)
+/// design's extractions: a model fine-tuned on a few labels of a design
+/// would otherwise charge a step away from them several times what a model
+/// trained from scratch on such labels does.
 /// With fewer than two measured labels, or none apart, `target_std`.
 pub fn label_spread(meta: &super::network::ModelMeta, measured: &HashMap<String, f64>, relative: bool) -> f64 {
     if !relative || measured.len() < 2 {
@@ -223,16 +192,8 @@ pub fn label_spread(meta: &super::network::ModelMeta, measured: &HashMap<String,
 /// worst optimism, or the mean pessimism where that is larger), a spacing
 /// costs `e * target_mean` instead, if that is less. A model whose optima
 /// were off by a label spread or more is charged as before; one whose
-/// optima measured as predicted may follow its predictions further. With
-/// the ABC area oracle the loop's optima were off by 1-19% and the unit
-/// stays at or near the label spread (0.46-1 of it over 21 models); with
-/// an oracle that operator counts nearly determine (the AND count of the
-/// structurally hashed AIG, `experiments/oracles/abc_aig.sh`) they were
-/// off by under 2.5% with seed 0 and the unit falls to 1-22% of the spread,
-/// which took the seed-0 frozen models there from 4.2% to 11.1% below the
-/// better greedy (`experiments/ablation-aig.md`), while the ABC area ones,
-/// refrozen, moved from 1.51% to 1.47% below it
-/// (`experiments/selection_gp.md`).
+/// optima measured as predicted (an oracle that operator counts nearly
+/// determine, say) may follow its predictions further.
 pub fn trust_unit(meta: &super::network::ModelMeta, label_spread: f64, trained_on_design: bool) -> f64 {
     match meta.optimum_error {
         Some(e) if trained_on_design && e.checked >= MIN_OPTIMUM_CHECKS => {
@@ -490,13 +451,8 @@ impl CostModel for LearnedCost {
     /// reference's relative cost is 0 by definition, while another
     /// candidate's is uncertain by the ensemble's spread: so a candidate
     /// replaces the reference when the model expects it cheaper by more
-    /// than `kappa` spreads. Measured leaving each esyn circuit out of the
-    /// corpus (`experiments/transfer.md`, and `transfer-lib2.md` with a
-    /// cell library held out from development), against keeping the
-    /// conservative optimum: never worse on those 12 cases, better on two
-    /// (1.7% and 5.4%). The plain mean was better on five and worse on two,
-    /// by up to 4.8%, where it trusted a prediction whose spread was 11% of
-    /// it.
+    /// than `kappa` spreads: where the plain mean would trust a prediction
+    /// whose spread is a large share of it, this keeps the reference.
     ///
     /// Either way, a candidate the oracle measured on this design in
     /// training is judged by that measurement, with no spread (see
@@ -505,15 +461,11 @@ impl CostModel for LearnedCost {
     /// ([`Prediction::error`]: the spread with the members' out-of-fold
     /// error added) instead of `kappa` spreads: what the choice weighs is
     /// a measurement against a prediction, and near the labels the spread
-    /// alone understates how far a prediction is off (two spreads held
-    /// 50.3% of 179 ABC-area test labels, two errors 99.4%,
-    /// `experiments/calibration.md`), so charging it favoured predictions
-    /// over measurements by the error the members share. (On the final
-    /// models of 13 ABC-area loops it changed no pick: each was already a
-    /// measured extraction, `experiments/frozen_choice.md`.) A new design
-    /// keeps the spread: the floor is an error within the training
-    /// designs, and what the choice there pays for the model's error on a
-    /// design left out is the transfer margin of
+    /// alone understates how far a prediction is off, so charging it would
+    /// favour predictions over measurements by the error the members
+    /// share. A new design keeps the spread: the floor is an error within
+    /// the training designs, and what the choice there pays for the
+    /// model's error on a design left out is the transfer margin of
     /// [`CostModel::optimum_charge`], calibrated for it.
     fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
         let trained = self.design.reference.is_none_or(|r| r.measured);

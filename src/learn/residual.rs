@@ -1,8 +1,8 @@
 //! Kernel interpolation of what the ensemble leaves unexplained.
 //!
 //! The oracle is deterministic and, measured on ABC mapped area, rugged:
-//! extractions a few classes apart can differ by as much as distant ones
-//! (`experiments/landscape.md`), so a smooth MLP over operator-level
+//! extractions a few classes apart can differ by as much as distant ones,
+//! so a smooth MLP over operator-level
 //! features fits the broad trend and leaves a local residual. A Gaussian
 //! process on the residuals of the training labels (kernel
 //! `exp(-d² / 2ℓ²)`, `d` the root-mean-square distance of standardised

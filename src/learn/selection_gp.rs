@@ -3,7 +3,7 @@
 //!
 //! Operator-level features cannot tell apart extractions that differ in
 //! which nodes they use but not in which operators, and ABC area differs
-//! between those (`experiments/landscape.md`). This process works on the
+//! between those. This process works on the
 //! selection itself: its kernel is `exp(-d / ℓ)`, `d` the number of classes
 //! whose choice differs (a class chosen in one and not the other counts),
 //! the exponential kernel of the Hamming distance that combinatorial

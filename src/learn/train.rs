@@ -191,9 +191,7 @@ pub fn train_on_labels(
 /// it was tuned on, where its error is known only at that design's labels.
 /// `init`'s anchors are other designs' rows, at which this design's cost
 /// can differ by the whole transfer error, so being near one says nothing
-/// of the model's error here. (In the 30-call fine-tuning runs of
-/// `experiments/transfer.md`, seed 0, this changed no frozen pick: the
-/// search stayed by the design's own rows either way.) The residual term
+/// of the model's error here. The residual term
 /// is refitted on the new labels.
 /// With fewer than two training labels per member (too few for validation
 /// folds) the weights stay as they are, and so do `init`'s anchors (the new

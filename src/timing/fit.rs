@@ -15,8 +15,8 @@ use super::{OpDelays, TimingGraph};
 use crate::extraction::Extraction;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor, Var};
-use candle_optimisers::adam::{Adam, ParamsAdam};
 use candle_nn::Optimizer;
+use candle_optimisers::adam::{Adam, ParamsAdam};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

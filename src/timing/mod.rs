@@ -11,9 +11,7 @@
 //! Unlike the DAG cost, arrival time is not a sum over the chosen nodes:
 //! sharing is free and only the slowest path counts, so a linear cost
 //! cannot express it. This module gives it exactly on a discrete
-//! extraction ([`TimingGraph::arrival`]), per class at its least over all
-//! extractions (what `depth-greedy` extracts, [`TimingGraph::least_arrival`]),
-//! and relaxed over SmoothE's probabilities ([`op::ArrivalOp`]), where it
+//! extraction ([`TimingGraph::arrival`]) and relaxed over SmoothE's probabilities ([`op::ArrivalOp`]), where it
 //! equals the exact value on a one-hot choice.
 //!
 //! Everything works on the preprocessed graph: a reduced node that holds
@@ -26,7 +24,6 @@ pub mod objective;
 pub mod op;
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
-use crate::extract::{finalise_bottom_up, NodeKey};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Context, Result};
@@ -209,7 +206,7 @@ impl TimingGraph {
 
     /// Path delay of every part for per-op delays `delay` (parents are
     /// listed before their children, so one pass suffices).
-    pub(crate) fn part_delays(&self, delay: &[f64]) -> Vec<f64> {
+    pub fn part_delays(&self, delay: &[f64]) -> Vec<f64> {
         let mut out = Vec::with_capacity(self.part_op.len());
         for (p, (&op, &parent)) in self.part_op.iter().zip(&self.part_parent).enumerate() {
             let above = if parent == u32::MAX { 0.0 } else { out[parent as usize] };
@@ -242,8 +239,9 @@ impl TimingGraph {
     }
 
     /// Arrival of node `n` given its children's arrivals `class_arrival`
-    /// and the parts' path delays: the latest terminal, and which one.
-    pub(crate) fn node_arrival(
+    /// and the parts' path delays ([`TimingGraph::part_delays`]): the
+    /// latest terminal, and which one.
+    pub fn node_arrival(
         &self,
         n: NodeIdx,
         part_delay: &[f64],
@@ -271,19 +269,6 @@ impl TimingGraph {
             t[c.index()] = self.node_arrival(n, &part_delay, |k| t[k.index()]).0;
         }
         Ok(self.graph.roots().iter().map(|r| t[r.index()]).fold(f64::NEG_INFINITY, f64::max))
-    }
-
-    /// Per class, the least arrival time over all its acyclic choices, and
-    /// an extraction (of every class that has one) attaining it everywhere.
-    /// Arrival is monotone and never less than a child's, so finalising
-    /// classes in increasing order (Knuth's generalisation of Dijkstra) is
-    /// exact, and sharing never matters for a maximum.
-    pub fn least_arrival(&self, delay: &[f64]) -> (Extraction, Vec<f64>) {
-        let part_delay = self.part_delays(delay);
-        finalise_bottom_up(&self.graph, |n, values| {
-            let (t, _) = self.node_arrival(n, &part_delay, |k| values[k.index()]);
-            (NodeKey { preferred: true, score: -t }, t)
-        })
     }
 }
 

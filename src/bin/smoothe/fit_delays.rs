@@ -64,6 +64,10 @@ pub fn run(a: FitDelaysArgs) -> Result<ExitCode> {
         result.test_spearman,
         result.test_spearman_unit_depth
     );
-    eprintln!("use them with: smoothe extract --op-delays {} --constraint 'delay<=T' {}", output.display(), a.egraph.display());
+    eprintln!(
+        "use them with: smoothe extract --op-delays {} --constraint 'delay<=T' {}",
+        output.display(),
+        a.egraph.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
