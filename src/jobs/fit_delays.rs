@@ -1,7 +1,8 @@
 //! `smoothe fit-delays`: learn per-operator delays from an oracle's delay.
 
 use super::oracle_runs::open_log;
-use crate::extract::{random_extraction, DagGreedy, DepthGreedy, Extractor, Greedy};
+use crate::extract::moves::{broad_sample, crossover};
+use crate::extract::{DagGreedy, DepthGreedy, Extractor, Greedy};
 use crate::extraction::Extraction;
 use crate::learn::extraction_key;
 use crate::learn::labeler::Labeler;
@@ -14,14 +15,14 @@ use crate::timing::{OpDelays, TimingGraph};
 use crate::{files, load};
 use anyhow::{bail, Context, Result};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Fits the delays of one design's operators to an oracle's measurements:
-/// depth-greedy, dag-greedy, greedy and random valid extractions are
+/// depth-greedy, dag-greedy, greedy and extractions sampled around them are
 /// labelled through the label log (labels already there are free), a test
 /// share is held out, and the fitted delays are written as an
 /// `--op-delays` file.
@@ -43,6 +44,12 @@ pub struct FitDelaysJob {
     /// Where the delays are written.
     pub output: PathBuf,
 }
+
+/// Share of the sampled extractions that cross two baselines over.
+const CROSSOVER_SHARE: f64 = 0.4;
+
+/// Share of the broad sampler's draws that are uniform random extractions.
+const UNIFORM_SHARE: f64 = 0.3;
 
 /// Labelled extractions of the preprocessed graph, in step.
 #[derive(Default)]
@@ -142,7 +149,9 @@ impl FitDelaysJob {
     }
 
     /// Up to `samples` distinct valid extractions of `problem`: the three
-    /// baselines, then random ones.
+    /// baselines, then crossovers and perturbations of them and uniform
+    /// random ones, where the constrained answers will lie rather than
+    /// where uniform sampling alone lands (far slower than every baseline).
     fn candidates(&self, problem: &crate::preprocess::Reduced) -> Result<Vec<Extraction>> {
         let mut out = vec![
             DepthGreedy { delays: OpDelays::unit() }.extract(problem)?,
@@ -152,11 +161,21 @@ impl FitDelaysJob {
         let mut seen: HashSet<Vec<Option<u32>>> = HashSet::new();
         let key = |e: &Extraction| e.choices.iter().map(|c| c.map(|n| n.raw())).collect::<Vec<_>>();
         out.retain(|e| seen.insert(key(e)));
+        let bases = out.clone();
+        let g = &problem.graph;
         let mut rng = StdRng::seed_from_u64(self.seed);
         let mut tries = 0;
         while out.len() < self.samples && tries < 20 * self.samples {
             tries += 1;
-            let e = random_extraction(&problem.graph, &mut rng);
+            // Crossovers of two baselines fill the trade-off between the
+            // fast and the cheap ones; the broad sampler perturbs them and
+            // keeps a share of uniform draws.
+            let e = if rng.random_bool(CROSSOVER_SHARE) {
+                let (a, b) = (rng.random_range(0..bases.len()), rng.random_range(0..bases.len()));
+                crossover(g, &bases[a], &bases[b], &mut rng)
+            } else {
+                broad_sample(g, &bases, UNIFORM_SHARE, &mut rng)
+            };
             if seen.insert(key(&e)) {
                 out.push(e);
             }

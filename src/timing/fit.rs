@@ -68,8 +68,9 @@ fn one_hot_columns(timing: &TimingGraph, extractions: &[Extraction], device: &De
 
 /// Fits per-op delays to `labels`, the measured delays of `extractions`
 /// (valid extractions of `timing`'s graph), by least squares through the
-/// arrival-time layer. Starts from unit delays scaled to the labels' mean
-/// and keeps the best delays seen; delays stay non-negative.
+/// arrival-time layer. Starts from the best affine calibration of depth
+/// ([`calibrated_start`]) and keeps the best delays seen; delays stay
+/// non-negative.
 pub fn fit_delays(
     timing: &Arc<TimingGraph>,
     extractions: &[Extraction],
@@ -80,12 +81,11 @@ pub fn fit_delays(
         bail!("fitting delays needs labelled extractions ({} extractions, {} labels)", extractions.len(), labels.len());
     }
     let device = Device::Cpu;
-    let unit = timing.delay_vector(&OpDelays::unit());
-    let unit_arrivals: Vec<f64> = extractions.iter().map(|e| timing.arrival(e, &unit)).collect::<Result<_>>()?;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let scale = if mean(&unit_arrivals) > 0.0 { mean(labels) / mean(&unit_arrivals) } else { 1.0 };
-    let scale = if scale.is_finite() && scale > 0.0 { scale } else { 1.0 };
-    let start: Vec<f64> = unit.iter().map(|d| d * scale).collect();
+    let (start, per_op) = calibrated_start(timing, extractions, labels)?;
+    // Steps sized to an operator's delay (or, where the calibration found
+    // none, a tenth of the mean label).
+    let mean_label = labels.iter().map(|y| y.abs()).sum::<f64>() / labels.len() as f64;
+    let scale = if per_op > 0.0 { per_op } else { (mean_label / 10.0).max(1e-9) };
     let probs = one_hot_columns(timing, extractions, &device)?;
     let target = Tensor::from_vec(labels.to_vec(), labels.len(), &device)?;
     let delay = Var::from_vec(start.clone(), start.len(), &device)?;
@@ -110,4 +110,48 @@ pub fn fit_delays(
         best = DelayFit { delay: delay.as_tensor().to_vec1()?, train_mse: last };
     }
     Ok(best)
+}
+
+/// The starting delays: depth in operators calibrated to the labels by
+/// least squares, `y ~ a * depth + b`, with `a` the delay of every operator
+/// and `b >= 0` the leaf delay (every path ends at a leaf, so this is exact
+/// for the calibrated model). Tried with every operator counted, and with
+/// each operator in turn free (a flow may absorb one, as ABC's structural
+/// hashing absorbs inverters); the start of least squared error is kept.
+/// Descending from a plain rescaling of depth instead often collapsed onto
+/// a constant predictor (operator delays 0, the mean in the leaf delay).
+/// Returns the delays and the calibrated operator delay `a`.
+fn calibrated_start(timing: &TimingGraph, extractions: &[Extraction], labels: &[f64]) -> Result<(Vec<f64>, f64)> {
+    let ops = timing.ops();
+    let unit = timing.delay_vector(&OpDelays::unit());
+    let leaf = ops.iter().position(|op| op == super::LEAF_OP);
+    let mut bases = vec![unit.clone()];
+    for (i, op) in ops.iter().enumerate() {
+        if op != super::LEAF_OP {
+            let mut base = unit.clone();
+            base[i] = 0.0;
+            bases.push(base);
+        }
+    }
+    let n = labels.len() as f64;
+    let mean_y = labels.iter().sum::<f64>() / n;
+    let mut best: Option<(f64, Vec<f64>, f64)> = None;
+    for base in bases {
+        let x: Vec<f64> = extractions.iter().map(|e| timing.arrival(e, &base)).collect::<Result<_>>()?;
+        let mean_x = x.iter().sum::<f64>() / n;
+        let sxx: f64 = x.iter().map(|v| (v - mean_x).powi(2)).sum();
+        let sxy: f64 = x.iter().zip(labels).map(|(v, y)| (v - mean_x) * (y - mean_y)).sum();
+        let a = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+        let b = (mean_y - a * mean_x).max(0.0);
+        let sse: f64 = x.iter().zip(labels).map(|(v, y)| (a * v + b - y).powi(2)).sum();
+        let mut delays: Vec<f64> = base.iter().map(|d| d * a).collect();
+        if let Some(l) = leaf {
+            delays[l] = b;
+        }
+        if best.as_ref().is_none_or(|(e, _, _)| sse < *e) {
+            best = Some((sse, delays, a));
+        }
+    }
+    let (_, delays, a) = best.expect("at least the unit start");
+    Ok((delays, a))
 }
