@@ -154,7 +154,13 @@ impl ExtractJob {
             (None, Some(q)) => Some(q),
             (None, None) => None,
         };
-        let timed_objective = if timed { Some(self.timed_objective(&problem, &options)?) } else { None };
+        let (timed_objective, timing) = match timed {
+            true => {
+                let timing = Arc::new(TimingGraph::new(&problem));
+                (Some(self.timed_objective(&problem, &timing, &options)?), Some(timing))
+            }
+            false => (None, None),
+        };
         let extractor = match (cost_model, &timed_objective) {
             (_, Some(objective)) => Box::new(TimedSmoothE {
                 smoothe: SmoothE {
@@ -174,11 +180,10 @@ impl ExtractJob {
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
         let mut constraints = Vec::new();
-        if let Some(objective) = &timed_objective {
+        if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
             let reduced = problem
                 .from_original(&outcome.extraction)
                 .context("the extraction does not map onto the preprocessed graph (a bug)")?;
-            let timing = TimingGraph::new(&problem);
             extra.insert("delay".into(), json!(timing.arrival(&reduced, &timing.delay_vector(&options.op_delays))?));
             extra.insert("objective".into(), json!(self.objective.as_deref().unwrap_or("dag-cost")));
             constraints = objective.report(&reduced);
@@ -224,9 +229,13 @@ impl ExtractJob {
     /// The objective of `--objective`/`--constraint` on `problem`: the
     /// objective metric (default `dag-cost`) under the constraints' bounds,
     /// weighed at dag-greedy's scale.
-    fn timed_objective(&self, problem: &preprocess::Reduced, options: &ExtractOptions) -> Result<Constrained> {
-        let timing = Arc::new(TimingGraph::new(problem));
-        let model = |name: &str| metric_model(name, problem, &timing, &options.op_delays, &options.device);
+    fn timed_objective(
+        &self,
+        problem: &preprocess::Reduced,
+        timing: &Arc<TimingGraph>,
+        options: &ExtractOptions,
+    ) -> Result<Constrained> {
+        let model = |name: &str| metric_model(name, problem, timing, &options.op_delays, &options.device);
         let objective = model(self.objective.as_deref().unwrap_or("dag-cost"))?;
         let bounds = self.constraints.iter().map(|c| Ok((model(&c.metric)?, c.clone()))).collect::<Result<_>>()?;
         Ok(Constrained::new(objective, bounds, &DagGreedy.extract(problem)?))
