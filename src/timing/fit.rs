@@ -69,7 +69,8 @@ fn one_hot_columns(timing: &TimingGraph, extractions: &[Extraction], device: &De
 /// Fits per-op delays to `labels`, the measured delays of `extractions`
 /// (valid extractions of `timing`'s graph), by least squares through the
 /// arrival-time layer. Starts from the best affine calibration of depth
-/// ([`calibrated_start`]) and keeps the best delays seen; delays stay
+/// (least squares over the ops, each zeroed in turn) and keeps the best
+/// delays seen; delays stay
 /// non-negative.
 pub fn fit_delays(
     timing: &Arc<TimingGraph>,
