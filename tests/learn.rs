@@ -8,7 +8,7 @@ use smoothe::learn::labels::{Label, LabelLog};
 use smoothe::learn::measured::{MeasuredDesign, MeasuredRow};
 use smoothe::learn::metrics::spearman;
 use smoothe::learn::network::Ensemble;
-use smoothe::learn::oracle::{parse_cost, Oracle, Verdict};
+use smoothe::learn::oracle::{parse_cost, parse_metric_list, parse_metrics, Oracle, Verdict};
 use smoothe::learn::train::{train, TrainConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -47,10 +47,37 @@ fn oracle_output_is_parsed_strictly() {
 }
 
 #[test]
+fn every_metric_an_oracle_prints_is_kept_and_old_logs_stay_readable() {
+    let wanted = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let all = parse_metrics("{\"area\": 3, \"delay\": 2.5, \"name\": \"x\"}", &wanted(&["delay"])).unwrap();
+    assert_eq!(all, [("area".to_string(), 3.0), ("delay".to_string(), 2.5)].into());
+    assert!(parse_metrics("{\"area\": 3}", &wanted(&["area", "delay"])).is_err());
+    assert_eq!(parse_metric_list(Some(" area, delay ")).unwrap(), wanted(&["area", "delay"]));
+    assert!(parse_metric_list(Some("area,area")).is_err());
+    // The identity does not depend on the metrics a run learns, so runs
+    // learning different metrics share labels; without one it is as before.
+    let bare = Oracle::new("echo", Duration::from_secs(1));
+    let mut two = Oracle::new("echo", Duration::from_secs(1));
+    two.metrics = wanted(&["area", "delay"]);
+    assert_eq!(bare.identity(), two.identity());
+    assert_eq!(two.primary(), Some("area"));
+    // A label written before metrics were kept reads as the only number.
+    let old: Label =
+        serde_json::from_str(r#"{"egraph":"g","extraction":"e","oracle":"o","cost":4.5,"seconds":0.1,"choices":{}}"#)
+            .unwrap();
+    assert_eq!((old.value(None), old.value(Some("cost")), old.value(Some("area"))), (Some(4.5), Some(4.5), None));
+    assert!(!old.failed());
+    let new = Label { metrics: all, cost: None, ..old.clone() };
+    assert_eq!((new.value(Some("delay")), new.value(None)), (Some(2.5), None));
+    let line = serde_json::to_string(&new).unwrap();
+    assert!(line.contains("\"metrics\"") && !line.contains("\"cost\""), "{line}");
+}
+
+#[test]
 fn oracle_failures_are_recorded_not_costs() {
     let dummy = temp_file("dummy.json", "{}");
     let ok = Oracle::new(script("ok.sh", "echo 4.25").display().to_string(), Duration::from_secs(10));
-    assert_eq!(ok.call(&dummy, &dummy).unwrap(), Verdict::Cost(4.25));
+    assert_eq!(ok.call(&dummy, &dummy).unwrap(), Verdict::Measured([("cost".to_string(), 4.25)].into()));
     let fails = Oracle::new(
         script("fail.sh", "echo 'synthesis exploded' >&2; exit 3").display().to_string(),
         Duration::from_secs(10),
@@ -78,7 +105,8 @@ fn label_log_survives_a_cut_short_line() {
         egraph: "g".into(),
         extraction: k.into(),
         oracle: "o".into(),
-        cost,
+        metrics: cost.map(|c| ("cost".to_string(), c)).into_iter().collect(),
+        cost: None,
         error: cost.is_none().then(|| "boom".into()),
         seconds: 0.1,
         choices: Default::default(),
@@ -95,8 +123,8 @@ fn label_log_survives_a_cut_short_line() {
     let log = LabelLog::open(&path).unwrap();
     assert!(log.repaired());
     assert_eq!(log.labels().len(), 2);
-    assert_eq!(log.get(&("g".into(), "a".into(), "o".into())).unwrap().cost, Some(1.0));
-    assert_eq!(log.costs_for("g", "o").len(), 1, "failed labels are not training data");
+    assert_eq!(log.get(&("g".into(), "a".into(), "o".into())).unwrap().value(None), Some(1.0));
+    assert_eq!(log.values_for("g", "o", None).len(), 1, "failed labels are not training data");
     // While one run holds the log, another is refused with a message.
     let err = LabelLog::open(&path).err().expect("a second open is refused").to_string();
     assert!(err.contains("in use by another smoothe run"), "{err}");
@@ -928,7 +956,7 @@ fn search_anneals_with_the_oracle_within_its_budget() {
     let costs: Vec<f64> = std::fs::read_to_string(&labels)
         .unwrap()
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["cost"].as_f64())
+        .filter_map(|l| serde_json::from_str::<Label>(l).ok()?.value(None))
         .collect();
     let best = parse_json(&std::fs::read_to_string(&out).unwrap())["real_cost"].as_f64().unwrap();
     assert_eq!(best, costs.iter().copied().fold(f64::INFINITY, f64::min));
@@ -980,7 +1008,7 @@ fn search_with_a_model_screening_its_moves_anneals_as_plain_search_until_the_fir
         let (calls, labels, out) = search_checked(&dir, &graph, &["--jobs", "1", "--screen", screen, "--budget", "40"]);
         assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 40, "screen {screen}");
         let log: Vec<serde_json::Value> = std::fs::read_to_string(&labels).unwrap().lines().map(parse_json).collect();
-        let best = log.iter().filter_map(|l| l["cost"].as_f64()).fold(f64::INFINITY, f64::min);
+        let best = log.iter().filter_map(|l| l["metrics"]["cost"].as_f64()).fold(f64::INFINITY, f64::min);
         let result = parse_json(&std::fs::read_to_string(&out).unwrap());
         assert_eq!(result["real_cost"].as_f64().unwrap(), best);
         assert_eq!(result["screen"].to_string(), screen);
@@ -1140,7 +1168,7 @@ fn misbehaving_oracles_get_the_right_verdict_in_bounded_time() {
         let verdict = misbehaving(name, body).call(&dummy, &dummy).unwrap();
         assert!(start.elapsed() < bound, "{name}: took {:?}", start.elapsed());
         match (want, verdict) {
-            (Some(c), Verdict::Cost(got)) => assert_eq!(c, got, "{name}"),
+            (Some(c), Verdict::Measured(got)) => assert_eq!(got, [("cost".to_string(), c)].into(), "{name}"),
             (None, Verdict::Failed(_)) => {}
             (want, got) => panic!("{name}: wanted {want:?}, got {got:?}"),
         }
@@ -1850,13 +1878,15 @@ fn baselines_stay_in_the_training_split_whatever_their_hash() {
     let path = temp_file("baselines.labels.jsonl", "");
     std::fs::remove_file(&path).unwrap();
     let mut log = LabelLog::open(&path).unwrap();
+    let oracle = Oracle::new("true", Duration::from_secs(1));
     for (i, e) in extractions.iter().enumerate() {
         let o = problem.to_original(e);
         log.append(Label {
             egraph: original.fingerprint(),
             extraction: extraction_key(&original, &o).unwrap(),
-            oracle: "o".into(),
-            cost: Some(10.0 + i as f64),
+            oracle: oracle.identity(),
+            metrics: [("cost".to_string(), 10.0 + i as f64)].into(),
+            cost: None,
             error: None,
             seconds: 0.1,
             choices: o.choices_json(&original).unwrap().as_object().unwrap().clone(),
@@ -1865,14 +1895,14 @@ fn baselines_stay_in_the_training_split_whatever_their_hash() {
     }
     let fp = original.fingerprint();
     // Every label in the test split, except the baselines given.
-    let data = dataset(&original, &problem, &log, &fp, "o", 1.0, &baselines).unwrap();
+    let data = dataset(&original, &problem, &log, &fp, &oracle, 1.0, &baselines).unwrap();
     assert_eq!(data.len(), extractions.len());
     for l in &data {
         assert_eq!(l.test, !baselines.contains(&l.extraction), "cost {}", l.cost);
     }
     assert_eq!(data.iter().filter(|l| !l.test).count(), 2);
     // With none given, the hash alone decides.
-    assert!(dataset(&original, &problem, &log, &fp, "o", 1.0, &[]).unwrap().iter().all(|l| l.test));
+    assert!(dataset(&original, &problem, &log, &fp, &oracle, 1.0, &[]).unwrap().iter().all(|l| l.test));
 }
 
 #[test]

@@ -251,7 +251,7 @@ fn a_delay_bound_is_met_whenever_depth_greedy_meets_it_and_a_loose_one_costs_not
         let (dag_cost, dag_delay) = method_result(path, "dag-greedy");
         // At the least delay: met, and no dearer than depth-greedy itself.
         let r = extract_job(path, &[&format!("delay<={least}")], None);
-        assert!(r.constraints[0].met && r.constraints[0].value <= least, "{}: {:?}", path.display(), r.constraints);
+        assert!(r.constraints[0].met && r.constraints[0].predicted <= least, "{}: {:?}", path.display(), r.constraints);
         assert!(r.dag_cost <= fast_cost + 1e-9, "{}: {} over depth-greedy's {fast_cost}", path.display(), r.dag_cost);
         // At dag-greedy's delay: no dearer than dag-greedy.
         let r = extract_job(path, &[&format!("delay<={dag_delay}")], None);
@@ -261,7 +261,7 @@ fn a_delay_bound_is_met_whenever_depth_greedy_meets_it_and_a_loose_one_costs_not
         // extraction comes back, said to miss the bound.
         let r = extract_job(path, &[&format!("delay<={}", least - 1.0)], None);
         assert!(!r.constraints[0].met, "{}: {:?}", path.display(), r.constraints);
-        assert_eq!(r.constraints[0].value, least, "{}: not the least-violating", path.display());
+        assert_eq!(r.constraints[0].predicted, least, "{}: not the least-violating", path.display());
         assert_eq!(r.json["constraints"][0]["met"], false);
         // The objective delay alone reaches the least delay.
         let r = extract_job(path, &[], Some("delay"));
@@ -287,7 +287,7 @@ fn constraints_and_delay_files_are_checked() {
 }
 
 #[test]
-fn cli_extracts_under_a_delay_bound_and_refuses_a_model_with_one() {
+fn cli_extracts_under_a_delay_bound_and_refuses_pairwise_costs_with_one() {
     let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
     let delays = temp_file("cli-delays.json", r#"{"*": 2, "+": 3, "!": 1}"#);
     let (code, out, err) =
@@ -313,9 +313,9 @@ fn cli_extracts_under_a_delay_bound_and_refuses_a_model_with_one() {
     assert_eq!(result["constraints"][0]["met"], true, "{out}");
     assert!(result["delay"].as_f64().unwrap() <= least + 4.0);
     assert!(err.contains(&format!("{bound}: ")), "{err}");
-    let (code, _, err) = cli(&["extract", "--model", "nowhere.safetensors", "--objective", "delay", &mul3]);
+    let (code, _, err) = cli(&["extract", "--quadratic", "nowhere.json", "--objective", "delay", &mul3]);
     assert_ne!(code, 0);
-    assert!(err.contains("cannot be combined with --model"), "{err}");
+    assert!(err.contains("cannot be combined with --quadratic"), "{err}");
 }
 
 /// The three baselines and random extractions of `problem`, `count` in all.
@@ -378,18 +378,7 @@ fn fitted_delays_predict_held_out_delays_within_one_percent_and_extract_the_leas
 #[test]
 fn cli_fits_delays_from_an_oracle_and_refuses_too_few_samples() {
     let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
-    let oracle = temp_file(
-        "hidden_delay.py",
-        "import json, sys\n\
-         e = json.load(open(sys.argv[2]))\n\
-         D = {'*': 2.0, '+': 3.0, '!': 0.5}\n\
-         t = []\n\
-         for n in e['nodes']:\n    \
-             k = n['children']\n    \
-             t.append((D.get(n['op'], 1.0) if k else 0.25) + max([t[i] for i in k], default=0.0))\n\
-         print(json.dumps({'area': len(t), 'delay': max(t[r] for r in e['roots'])}))\n",
-    );
-    let command = format!("python3 {}", oracle.display());
+    let command = hidden_delay_oracle();
     let dir = std::env::temp_dir().join(format!("smoothe-fit-{}", std::process::id()));
     let (labels, out) = (dir.join("labels.jsonl"), dir.join("delays.json"));
     let args = [
@@ -423,4 +412,120 @@ fn cli_fits_delays_from_an_oracle_and_refuses_too_few_samples() {
     let (code, _, err) = cli(&few);
     assert_ne!(code, 0);
     assert!(err.contains("--samples must be at least 2"), "{err}");
+}
+
+/// A Python oracle printing `{"area": nodes chosen, "delay": arrival}`
+/// under hidden delays (`*` 2, `+` 3, `!` 0.5, leaves 0.25).
+fn hidden_delay_oracle() -> String {
+    let oracle = temp_file(
+        "hidden_delay.py",
+        "import json, sys\n\
+         e = json.load(open(sys.argv[2]))\n\
+         D = {'*': 2.0, '+': 3.0, '!': 0.5}\n\
+         t = []\n\
+         for n in e['nodes']:\n    \
+             k = n['children']\n    \
+             t.append((D.get(n['op'], 1.0) if k else 0.25) + max([t[i] for i in k], default=0.0))\n\
+         print(json.dumps({'area': len(t), 'delay': max(t[r] for r in e['roots'])}))\n",
+    );
+    format!("python3 {}", oracle.display())
+}
+
+#[test]
+fn train_cost_learns_area_and_delay_from_the_same_calls_and_extract_bounds_the_learned_delay() {
+    let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
+    let command = hidden_delay_oracle();
+    let dir = std::env::temp_dir().join(format!("smoothe-two-metrics-{}", std::process::id()));
+    let model = dir.join("m.safetensors");
+    let model_arg = model.to_str().unwrap();
+    let args = [
+        "train-cost",
+        "-q",
+        "--oracle",
+        &command,
+        "--metric",
+        "area,delay",
+        "--budget",
+        "60",
+        "--initial",
+        "24",
+        "--rounds",
+        "2",
+        "--per-round",
+        "6",
+        "--explore",
+        "2",
+        "--steps",
+        "120",
+        "--out",
+        model_arg,
+        &mul3,
+    ];
+    let (code, _, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    // Every call's label holds both numbers.
+    let log = std::fs::read_to_string(dir.join("m.labels.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = log.lines().map(parse_json).collect();
+    assert!(lines.len() >= 30, "{} labels", lines.len());
+    assert!(lines.iter().all(|l| l["metrics"]["area"].is_number() && l["metrics"]["delay"].is_number()));
+    // The model file carries the ensemble's metric and a timing head
+    // that predicts held-out delays.
+    let meta = smoothe::learn::network::Ensemble::load(&model, &candle_core::Device::Cpu).unwrap().meta;
+    assert_eq!(meta.metric.as_deref(), Some("area"));
+    let head = meta.timing.expect("a timing head");
+    assert!(head.fit.test > 0 && head.fit.test_relative_mae < 0.01, "{head:?}");
+    // The least delay under the hidden delays, by depth-greedy.
+    let truth = temp_file("two-metrics-truth.json", r#"{"*": 2, "+": 3, "!": 0.5, "<leaf>": 0.25}"#);
+    let (code, out, err) = cli(&["extract", "--method", "depth-greedy", "--op-delays", truth.to_str().unwrap(), &mul3]);
+    assert_eq!(code, 0, "{err}");
+    let least = parse_json(&out)["delay"].as_f64().unwrap();
+    let quick = ["-q", "--steps", "200", "--time-limit", "0", "--model", model_arg];
+    let run = |extra: &[&str], name: &str| {
+        let path = dir.join(name);
+        let mut a = vec!["extract", "-o", path.to_str().unwrap()];
+        a.extend(quick);
+        a.extend(extra);
+        a.push(&mul3);
+        let (code, _, err) = cli(&a);
+        assert_eq!(code, 0, "{err}");
+        let (code, _, err) = cli(&["check", &mul3, path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        parse_json(&std::fs::read_to_string(&path).unwrap())
+    };
+    // The learned delay's optimum is the least delay.
+    let fastest = run(&["--objective", "delay"], "fastest.json");
+    assert!(fastest["delay"].as_f64().unwrap() <= least * 1.01, "{fastest} against {least}");
+    // Least learned area under a bound on the learned delay.
+    let bound = format!("delay<={}", least + 3.0);
+    let bounded = run(&["--objective", "area", "--constraint", &bound], "bounded.json");
+    let c = &bounded["constraints"][0];
+    assert_eq!((c["metric"].as_str(), c["met"].as_bool()), (Some("delay"), Some(true)), "{bounded}");
+    assert!(c["predicted"].as_f64().unwrap() <= least + 3.0, "{bounded}");
+    assert!(bounded["predicted"]["area"].is_number() && bounded["predicted"]["delay"].is_number(), "{bounded}");
+    // A metric the model does not have is refused, naming those it has.
+    let (code, _, err) = cli(&["extract", "-q", "--model", model_arg, "--objective", "power", &mul3]);
+    assert_ne!(code, 0);
+    assert!(err.contains("power") && err.contains("area") && err.contains("delay"), "{err}");
+}
+
+#[test]
+fn arrival_is_the_delays_summed_along_the_critical_path() {
+    let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
+    let graphs: Vec<(String, EGraph)> = (0..20)
+        .map(|s| (format!("random {s}"), random_ops_graph(s)))
+        .chain([(mul3.clone(), smoothe::load::load_file(std::path::Path::new(&mul3)).unwrap())])
+        .collect();
+    for (i, (name, g)) in graphs.iter().enumerate() {
+        let Ok(problem) = preprocess(g) else { continue };
+        let timing = TimingGraph::new(&problem);
+        let mut rng = StdRng::seed_from_u64(i as u64);
+        for _ in 0..5 {
+            let delay: Vec<f64> = timing.ops().iter().map(|_| rng.random_range(0.0..3.0)).collect();
+            let e = random_extraction(&problem.graph, &mut rng);
+            let counts = timing.critical_ops(&e, &delay).unwrap();
+            let dot: f64 = counts.iter().zip(&delay).map(|(c, d)| c * d).sum();
+            let arrival = timing.arrival(&e, &delay).unwrap();
+            assert!((dot - arrival).abs() <= 1e-9 * arrival.abs().max(1.0), "{name}: {dot} vs {arrival}");
+        }
+    }
 }

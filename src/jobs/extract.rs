@@ -7,7 +7,7 @@ use crate::extract::{self, DagGreedy, ExtractOptions, Extractor, SmoothE, Smooth
 use crate::learn::network::{Ensemble, OptimumError};
 use crate::learn::objective::{Conservatism, DesignFit, LearnedCost, Prediction};
 use crate::progress::Observer;
-use crate::timing::objective::{metric_model, Constrained, Constraint, ConstraintReport, METRICS};
+use crate::timing::objective::{metric_model, Constrained, Constraint, ConstraintReport, DelayCost, METRICS};
 use crate::timing::{OpDelays, TimingGraph};
 use crate::{load, preprocess};
 use anyhow::{bail, Context, Result};
@@ -15,6 +15,10 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// The name of the metric a model predicts when it names none (a model of
+/// an oracle that prints one number).
+const MODEL_METRIC: &str = "cost";
 
 /// What to extract with.
 #[derive(Debug, Clone)]
@@ -120,10 +124,10 @@ impl ExtractJob {
             if self.model.is_some() || self.quadratic.is_some() || timed { "smoothe" } else { "dag-greedy" }.to_string()
         });
         if timed {
-            if self.model.is_some() || self.quadratic.is_some() {
+            if self.quadratic.is_some() {
                 bail!(
-                    "--objective and --constraint take the model-free metrics ({}); they cannot be combined \
-                     with --model or --quadratic yet",
+                    "--objective and --constraint take the model-free metrics ({}) or a --model's; they cannot \
+                     be combined with --quadratic",
                     METRICS.join(", ")
                 );
             }
@@ -133,18 +137,27 @@ impl ExtractJob {
         }
         let graph = load::load_file(egraph)?;
         let start = Instant::now();
+        let ensemble = match &self.model {
+            Some(path) => Some(Ensemble::load(path, &options.device)?),
+            None => None,
+        };
+        // A model's timing head sets the delays of depth-greedy's start and
+        // of the reported delay, unless --op-delays names others.
+        let mut options = options;
+        if let (None, Some(head)) = (&self.op_delays, ensemble.as_ref().and_then(|m| m.meta.timing.as_ref())) {
+            options.op_delays = head.fit.op_delays();
+        }
         // A learned model judges the extractions of its oracle's graph.
         let problem = match self.model {
             Some(_) => preprocess::preprocess_for_oracle(&graph),
             None => preprocess::preprocess(&graph),
         }
         .with_context(|| format!("{}", egraph.display()))?;
-        let learned = match &self.model {
-            Some(path) => {
-                Some(bind_model(path, &problem, &graph, self.conservatism, self.linear_weight, &options.device)?)
-            }
-            None => None,
+        let bind = |m: &Ensemble| {
+            LearnedCost::new(m.clone(), &problem, &graph, self.conservatism, self.linear_weight, &options.device)
+                .with_context(|| format!("{}", self.model.as_deref().unwrap_or(Path::new("")).display()))
         };
+        let learned = ensemble.as_ref().filter(|_| !timed).map(bind).transpose()?;
         let quadratic = match &self.quadratic {
             Some(path) => Some(QuadraticCost::load(path, &problem, &graph, &options.device)?),
             None => None,
@@ -157,7 +170,8 @@ impl ExtractJob {
         let (timed_objective, timing) = match timed {
             true => {
                 let timing = Arc::new(TimingGraph::new(&problem));
-                (Some(self.timed_objective(&problem, &timing, &options)?), Some(timing))
+                let objective = self.timed_objective(&problem, &timing, &options, ensemble.as_ref(), &bind)?;
+                (Some(objective), Some(timing))
             }
             false => (None, None),
         };
@@ -185,7 +199,8 @@ impl ExtractJob {
                 .from_original(&outcome.extraction)
                 .context("the extraction does not map onto the preprocessed graph (a bug)")?;
             extra.insert("delay".into(), json!(timing.arrival(&reduced, &timing.delay_vector(&options.op_delays))?));
-            extra.insert("objective".into(), json!(self.objective.as_deref().unwrap_or("dag-cost")));
+            extra.insert("objective".into(), json!(self.objective_metric(ensemble.as_ref())));
+            extra.insert("predicted".into(), serde_json::to_value(objective.predicted(&reduced))?);
             constraints = objective.report(&reduced);
             extra.insert("constraints".into(), serde_json::to_value(&constraints)?);
         }
@@ -226,19 +241,50 @@ impl ExtractJob {
         })
     }
 
+    /// The metric `--objective` names, by default the model's own metric
+    /// or, without a model, `dag-cost`.
+    fn objective_metric(&self, model: Option<&Ensemble>) -> String {
+        match (&self.objective, model) {
+            (Some(name), _) => name.clone(),
+            (None, Some(m)) => m.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string()),
+            (None, None) => "dag-cost".to_string(),
+        }
+    }
+
     /// The objective of `--objective`/`--constraint` on `problem`: the
-    /// objective metric (default `dag-cost`) under the constraints' bounds,
-    /// weighed at dag-greedy's scale.
+    /// objective metric ([`ExtractJob::objective_metric`]) under the
+    /// constraints' bounds, weighed at dag-greedy's scale. A metric is the
+    /// model's ensemble (`bind`), its timing head, or a model-free one.
     fn timed_objective(
         &self,
         problem: &preprocess::Reduced,
         timing: &Arc<TimingGraph>,
         options: &ExtractOptions,
+        ensemble: Option<&Ensemble>,
+        bind: &dyn Fn(&Ensemble) -> Result<LearnedCost>,
     ) -> Result<Constrained> {
-        let model = |name: &str| metric_model(name, problem, timing, &options.op_delays, &options.device);
-        let objective = model(self.objective.as_deref().unwrap_or("dag-cost"))?;
+        let model = |name: &str| -> Result<Box<dyn CostModel>> {
+            let Some(m) = ensemble else {
+                return metric_model(name, problem, timing, &options.op_delays, &options.device);
+            };
+            if let Some(head) = m.meta.timing.as_ref().filter(|h| h.metric == name) {
+                return Ok(Box::new(DelayCost::new(timing.clone(), &head.fit.op_delays(), &options.device)?));
+            }
+            if m.meta.metric.as_deref().unwrap_or(MODEL_METRIC) == name {
+                return Ok(Box::new(bind(m)?));
+            }
+            if METRICS.contains(&name) {
+                return metric_model(name, problem, timing, &options.op_delays, &options.device);
+            }
+            let mut known = vec![m.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string())];
+            known.extend(m.meta.timing.as_ref().map(|h| h.metric.clone()));
+            known.extend(METRICS.iter().map(|s| s.to_string()));
+            bail!("unknown metric {name:?}; with this model the metrics are {}", known.join(", "))
+        };
+        let metric = self.objective_metric(ensemble);
+        let objective = model(&metric)?;
         let bounds = self.constraints.iter().map(|c| Ok((model(&c.metric)?, c.clone()))).collect::<Result<_>>()?;
-        Ok(Constrained::new(objective, bounds, &DagGreedy.extract(problem)?))
+        Ok(Constrained::new(&metric, objective, bounds, &DagGreedy.extract(problem)?))
     }
 }
 

@@ -6,18 +6,18 @@ use crate::extract::{DagGreedy, DepthGreedy, Extractor, Greedy};
 use crate::extraction::Extraction;
 use crate::learn::extraction_key;
 use crate::learn::labeler::Labeler;
-use crate::learn::metrics::{in_test_split, spearman};
+use crate::learn::metrics::in_test_split;
 use crate::learn::oracle::OracleSettings;
 use crate::preprocess::preprocess;
 use crate::progress::Observer;
-use crate::timing::fit::{fit_delays, FitConfig};
+use crate::timing::fit::{fit_and_test, FitConfig, TimingFit, TimingLabel};
 use crate::timing::{OpDelays, TimingGraph};
 use crate::{files, load};
 use anyhow::{bail, Context, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -51,36 +51,16 @@ const CROSSOVER_SHARE: f64 = 0.4;
 /// Share of the broad sampler's draws that are uniform random extractions.
 const UNIFORM_SHARE: f64 = 0.3;
 
-/// Labelled extractions of the preprocessed graph, in step.
-#[derive(Default)]
-struct Labelled {
-    extractions: Vec<Extraction>,
-    labels: Vec<f64>,
-}
-
 /// What a fit gave.
 #[derive(Debug, Clone, Serialize)]
 pub struct FitDelaysResult {
-    /// The fitted delay per operator (`<leaf>`: inputs and constants).
-    pub delays: BTreeMap<String, f64>,
-    /// Labels fitted on.
-    pub train: usize,
-    /// Held-out labels.
-    pub test: usize,
+    /// The fit and how it tested.
+    #[serde(flatten)]
+    pub fit: TimingFit,
     /// Oracle calls that failed (left out of the fit).
     pub failed: usize,
     /// Oracle calls made (the rest came from the log).
     pub calls: usize,
-    /// Mean absolute error on the fitted labels.
-    pub train_mae: f64,
-    /// Mean absolute error on the held-out labels (NaN without any).
-    pub test_mae: f64,
-    /// `test_mae` over the held-out labels' mean magnitude.
-    pub test_relative_mae: f64,
-    /// Rank correlation of predicted and measured held-out delays.
-    pub test_spearman: f64,
-    /// The same for unit depth, the model with nothing learned.
-    pub test_spearman_unit_depth: f64,
 }
 
 impl FitDelaysJob {
@@ -95,7 +75,7 @@ impl FitDelaysJob {
         let graph = load::load_file(egraph)?;
         let problem = preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
         let timing = Arc::new(TimingGraph::new(&problem));
-        let candidates = self.candidates(&problem)?;
+        let candidates = timing_samples(&problem, self.samples, self.seed)?;
         let originals = candidates
             .iter()
             .map(|e| problem.to_original(e).restricted_to_reachable(&graph))
@@ -107,80 +87,58 @@ impl FitDelaysJob {
         let labelled = labeler.label(&mut log, &originals, &mut budget);
         let _ = std::fs::remove_dir_all(&labeler.work_dir);
         let (costs, stats) = labelled?;
-        let (mut train, mut test) = (Labelled::default(), Labelled::default());
-        for ((e, original), cost) in candidates.into_iter().zip(&originals).zip(costs) {
-            let Some(y) = cost else { continue };
-            let split =
-                if in_test_split(&extraction_key(&graph, original)?, self.test_share) { &mut test } else { &mut train };
-            split.extractions.push(e);
-            split.labels.push(y);
+        let mut labels = Vec::new();
+        for ((extraction, original), cost) in candidates.into_iter().zip(&originals).zip(costs) {
+            let Some(value) = cost else { continue };
+            let test = in_test_split(&extraction_key(&graph, original)?, self.test_share);
+            labels.push(TimingLabel { extraction, value, test });
         }
-        if train.extractions.len() < 2 {
+        if labels.iter().filter(|l| !l.test).count() < 2 {
             bail!(
                 "only {} extraction(s) labelled for fitting: see the oracle's failures in {}",
-                train.extractions.len(),
+                labels.iter().filter(|l| !l.test).count(),
                 self.labels.display()
             );
         }
-        let fit = fit_delays(&timing, &train.extractions, &train.labels, &self.fit)?;
-        let delays = fit.op_delays(&timing);
-        let predict =
-            |es: &[Extraction], d: &[f64]| es.iter().map(|e| timing.arrival(e, d)).collect::<Result<Vec<f64>>>();
-        let mae = |p: &[f64], y: &[f64]| p.iter().zip(y).map(|(a, b)| (a - b).abs()).sum::<f64>() / y.len() as f64;
-        let (train_pred, test_pred) =
-            (predict(&train.extractions, &fit.delay)?, predict(&test.extractions, &fit.delay)?);
-        let unit = predict(&test.extractions, &timing.delay_vector(&OpDelays::unit()))?;
-        let test_mae = mae(&test_pred, &test.labels);
-        let magnitude = test.labels.iter().map(|y| y.abs()).sum::<f64>() / test.labels.len() as f64;
-        let map: BTreeMap<String, f64> = timing.ops().iter().map(|op| (op.clone(), delays.delay(op))).collect();
-        files::write_json(&self.output, &serde_json::to_value(&map)?)?;
-        Ok(FitDelaysResult {
-            delays: map,
-            train: train.extractions.len(),
-            test: test.extractions.len(),
-            failed: stats.failed,
-            calls: stats.calls,
-            train_mae: mae(&train_pred, &train.labels),
-            test_mae,
-            test_relative_mae: test_mae / magnitude,
-            test_spearman: spearman(&test_pred, &test.labels),
-            test_spearman_unit_depth: spearman(&unit, &test.labels),
-        })
+        let fit = fit_and_test(&timing, &labels, &self.fit)?;
+        files::write_json(&self.output, &serde_json::to_value(&fit.delays)?)?;
+        Ok(FitDelaysResult { fit, failed: stats.failed, calls: stats.calls })
     }
+}
 
-    /// Up to `samples` distinct valid extractions of `problem`: the three
-    /// baselines, then crossovers and perturbations of them and uniform
-    /// random ones, where the constrained answers will lie rather than
-    /// where uniform sampling alone lands (far slower than every baseline).
-    fn candidates(&self, problem: &crate::preprocess::Reduced) -> Result<Vec<Extraction>> {
-        let mut out = vec![
-            DepthGreedy { delays: OpDelays::unit() }.extract(problem)?,
-            DagGreedy.extract(problem)?,
-            Greedy.extract(problem)?,
-        ];
-        let mut seen: HashSet<Vec<Option<u32>>> = HashSet::new();
-        let key = |e: &Extraction| e.choices.iter().map(|c| c.map(|n| n.raw())).collect::<Vec<_>>();
-        out.retain(|e| seen.insert(key(e)));
-        let bases = out.clone();
-        let g = &problem.graph;
-        let mut rng = StdRng::seed_from_u64(self.seed);
-        let mut tries = 0;
-        while out.len() < self.samples && tries < 20 * self.samples {
-            tries += 1;
-            // Crossovers of two baselines fill the trade-off between the
-            // fast and the cheap ones; the broad sampler perturbs them and
-            // keeps a share of uniform draws.
-            let e = if rng.random_bool(CROSSOVER_SHARE) {
-                let (a, b) = (rng.random_range(0..bases.len()), rng.random_range(0..bases.len()));
-                crossover(g, &bases[a], &bases[b], &mut rng)
-            } else {
-                broad_sample(g, &bases, UNIFORM_SHARE, &mut rng)
-            };
-            if seen.insert(key(&e)) {
-                out.push(e);
-            }
+/// Up to `samples` distinct valid extractions of `problem` to fit delays
+/// on: depth-greedy, dag-greedy and greedy, then crossovers and
+/// perturbations of them and uniform random ones (drawn with `seed`), where
+/// the constrained answers will lie rather than where uniform sampling
+/// alone lands (far slower than every baseline).
+pub fn timing_samples(problem: &crate::preprocess::Reduced, samples: usize, seed: u64) -> Result<Vec<Extraction>> {
+    let mut out = vec![
+        DepthGreedy { delays: OpDelays::unit() }.extract(problem)?,
+        DagGreedy.extract(problem)?,
+        Greedy.extract(problem)?,
+    ];
+    let mut seen: HashSet<Vec<Option<u32>>> = HashSet::new();
+    let key = |e: &Extraction| e.choices.iter().map(|c| c.map(|n| n.raw())).collect::<Vec<_>>();
+    out.retain(|e| seen.insert(key(e)));
+    let bases = out.clone();
+    let g = &problem.graph;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut tries = 0;
+    while out.len() < samples && tries < 20 * samples {
+        tries += 1;
+        // Crossovers of two baselines fill the trade-off between the
+        // fast and the cheap ones; the broad sampler perturbs them and
+        // keeps a share of uniform draws.
+        let e = if rng.random_bool(CROSSOVER_SHARE) {
+            let (a, b) = (rng.random_range(0..bases.len()), rng.random_range(0..bases.len()));
+            crossover(g, &bases[a], &bases[b], &mut rng)
+        } else {
+            broad_sample(g, &bases, UNIFORM_SHARE, &mut rng)
+        };
+        if seen.insert(key(&e)) {
+            out.push(e);
         }
-        out.truncate(self.samples);
-        Ok(out)
     }
+    out.truncate(samples);
+    Ok(out)
 }

@@ -23,9 +23,13 @@ use crate::files::write_json;
 use crate::learn::active::{loop_smoothe, train_cost, TrainCostConfig, TrainCostOutcome};
 use crate::learn::corpus::{train_corpus, Design};
 use crate::learn::labeler::Labeler;
+use crate::learn::labels::LabelLog;
+use crate::learn::metrics::in_test_split;
 use crate::learn::network::Ensemble;
 use crate::learn::oracle::{Oracle, OracleSettings};
 use crate::progress::{quiet, Observer};
+use crate::timing::fit::{fit_and_test, FitConfig, TimingHead, TimingLabel};
+use crate::timing::{TimingGraph, TIMING_METRIC};
 use crate::{load, preprocess};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -195,9 +199,28 @@ impl TrainCostJob {
             })
             .collect();
         let init = init.as_ref();
+        let timed = oracle.metrics.iter().any(|m| m == TIMING_METRIC);
+        if timed && designs.len() > 1 {
+            bail!(
+                "the {TIMING_METRIC} model is learned on one design at a time; train each design alone \
+                 (its delays are per operator, so they apply to the others)"
+            );
+        }
         let outcome = if let [d] = designs.as_slice() {
-            train_cost(d.original, d.problem, d.labeler, &mut log, &self.train_cost, &optimiser, init, &device)
-                .map(|o| (o.model.clone(), vec![o]))
+            let mut config = self.train_cost.clone();
+            if timed {
+                let labelled = label_timing_samples(d, &mut log, &config, self.seed)?;
+                // They are the loop's broad initial samples too.
+                config.initial = config.initial.saturating_sub(labelled);
+            }
+            train_cost(d.original, d.problem, d.labeler, &mut log, &config, &optimiser, init, &device).and_then(
+                |mut o| {
+                    if timed {
+                        o.model.meta.timing = Some(fit_timing_head(d, &log, self.train_cost.train.test_fraction)?);
+                    }
+                    Ok((o.model.clone(), vec![o]))
+                },
+            )
         } else {
             train_corpus(&designs, &mut log, &self.train_cost, &optimiser, init, &device).map(|o| (o.model, o.designs))
         };
@@ -250,4 +273,47 @@ impl TrainCostJob {
         }
         Ok(())
     }
+}
+
+/// Share of a design's oracle calls spent, before the loop, on extractions
+/// chosen to fit delays ([`super::fit_delays::timing_samples`]): the
+/// loop's own picks crowd around the least area, where delay varies
+/// little.
+const TIMING_SHARE: f64 = 0.2;
+
+/// Fewest delay-fitting samples, budget allowing (half the budget at
+/// most): fewer leave the leaf delay and the operators' confounded.
+const TIMING_LEAST: usize = 30;
+
+/// Labels the delay-fitting samples of design `d` within its share of the
+/// budget; returns how many of them have labels.
+fn label_timing_samples(d: &Design, log: &mut LabelLog, config: &TrainCostConfig, seed: u64) -> Result<usize> {
+    let want = ((config.budget as f64 * TIMING_SHARE).round() as usize).max(TIMING_LEAST.min(config.budget / 2));
+    let spent = log.calls(&d.original.fingerprint(), &d.labeler.oracle.identity()).total;
+    let mut budget = want.min(config.budget.saturating_sub(spent));
+    let samples = super::fit_delays::timing_samples(d.problem, want, seed)?;
+    let originals: Vec<_> = samples.iter().map(|e| d.problem.to_original(e)).collect();
+    let (costs, _) = d.labeler.label(log, &originals, &mut budget)?;
+    Ok(costs.iter().flatten().count())
+}
+
+/// Fits the static-timing model of [`TIMING_METRIC`] to every label of
+/// design `d` that has that metric, holding out `test_fraction` of them
+/// (by extraction hash, as the ensemble's split).
+fn fit_timing_head(d: &Design, log: &LabelLog, test_fraction: f64) -> Result<TimingHead> {
+    let oracle = &d.labeler.oracle;
+    let mut labels = Vec::new();
+    for (label, value) in log.values_for(&d.original.fingerprint(), &oracle.identity(), Some(TIMING_METRIC)) {
+        let original = crate::extraction::OriginalExtraction::from_json(
+            d.original,
+            &serde_json::Value::Object(label.choices.clone()),
+        )?;
+        if let Some(extraction) = d.problem.from_original(&original) {
+            labels.push(TimingLabel { extraction, value, test: in_test_split(&label.extraction, test_fraction) });
+        }
+    }
+    let timing = std::sync::Arc::new(TimingGraph::new(d.problem));
+    let fit = fit_and_test(&timing, &labels, &FitConfig::default())
+        .with_context(|| format!("{}: fitting the {TIMING_METRIC} model", d.name))?;
+    Ok(TimingHead { metric: TIMING_METRIC.to_string(), fit })
 }

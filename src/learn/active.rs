@@ -426,8 +426,9 @@ pub fn train_cost(
     }
     labeler.label(log, &to_original(&samples), &mut budget)?;
     let mut rounds = Vec::new();
-    let labelled =
-        |log: &LabelLog| dataset(original, problem, log, &fingerprint, &oracle_id, config.train.test_fraction, &bases);
+    let labelled = |log: &LabelLog| {
+        dataset(original, problem, log, &fingerprint, labeler.oracle, config.train.test_fraction, &bases)
+    };
     let mut data = labelled(log)?;
     // The layout every fit of this design reads, built once: the design's
     // own vocabulary, or the initial model's (with the design's reference
@@ -459,6 +460,7 @@ pub fn train_cost(
             }
         };
         model.meta.oracle = oracle_id.clone();
+        model.meta.metric = labeler.oracle.primary().map(String::from);
         measured::record(&mut model.meta.measured, MeasuredDesign::of(&fingerprint, &problem.graph, data)?);
         Ok(model)
     };

@@ -217,7 +217,7 @@ pub fn anneal(
     // (`train-cost`'s or another search's) too: the chain starts at the
     // cheapest start, or at a logged one that is cheaper still, and never
     // proposes a labelled one again.
-    let labelled = dataset(original, problem, log, &fingerprint, &oracle_id, 0.0, &starts)?;
+    let labelled = dataset(original, problem, log, &fingerprint, labeler.oracle, 0.0, &starts)?;
     let Some((current, current_cost)) = starts
         .iter()
         .zip(&costs)
@@ -243,7 +243,7 @@ pub fn anneal(
         if let (Some(featurizer), true) = (&featurizer, refit) {
             // The loop's defaults; the starts always train.
             let train = TrainConfig::default();
-            let data = dataset(original, problem, log, &fingerprint, &oracle_id, train.test_fraction, &starts)?;
+            let data = dataset(original, problem, log, &fingerprint, labeler.oracle, train.test_fraction, &starts)?;
             model = fit_screen(problem, original, featurizer, &data, &train, seed + asked as u64, device)?;
             fitted_at = asked;
         }

@@ -83,7 +83,7 @@ pub fn train_corpus(
             d.problem,
             log,
             &fingerprint,
-            &d.labeler.oracle.identity(),
+            d.labeler.oracle,
             config.train.test_fraction,
             // The reference, which relative targets are measured from,
             // always trains (greedy and linear SmoothE may fall in the
@@ -121,6 +121,7 @@ pub fn train_corpus(
         }
     }
     model.meta.oracle = designs.first().map(|d| d.labeler.oracle.identity()).unwrap_or_default();
+    model.meta.metric = designs.first().and_then(|d| d.labeler.oracle.primary()).map(String::from);
     Ok(CorpusOutcome { model, designs: outcomes })
 }
 

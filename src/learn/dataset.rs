@@ -3,6 +3,7 @@
 
 use super::labels::LabelLog;
 use super::metrics::in_test_split;
+use super::oracle::Oracle;
 use crate::egraph::EGraph;
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
@@ -18,7 +19,8 @@ pub struct Labelled {
     pub test: bool,
 }
 
-/// The labelled extractions of this graph and oracle, as reduced-graph
+/// The labelled extractions of this graph by `oracle` with a value of its
+/// primary metric ([`Oracle::primary`]), as reduced-graph
 /// extractions with their costs and split (labels using removed nodes are
 /// skipped).
 ///
@@ -33,14 +35,14 @@ pub fn dataset(
     problem: &Reduced,
     log: &LabelLog,
     fingerprint: &str,
-    oracle_id: &str,
+    oracle: &Oracle,
     test_fraction: f64,
     baselines: &[Extraction],
 ) -> Result<Vec<Labelled>> {
     let mut out = Vec::new();
-    for label in log.costs_for(fingerprint, oracle_id) {
+    for (label, cost) in log.values_for(fingerprint, &oracle.identity(), oracle.primary()) {
         let ex = OriginalExtraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
-        if let (Some(reduced), Some(cost)) = (problem.from_original(&ex), label.cost) {
+        if let Some(reduced) = problem.from_original(&ex) {
             let test = in_test_split(&label.extraction, test_fraction) && !baselines.contains(&reduced);
             out.push(Labelled { extraction: reduced, cost, test });
         }

@@ -85,15 +85,16 @@ impl<'a> Labeler<'a> {
         budget: &mut usize,
     ) -> Result<(Vec<Option<f64>>, LabelStats)> {
         let oracle_id = self.oracle.identity();
+        let metric = self.oracle.primary();
         let mut stats = LabelStats::default();
         let mut costs = vec![None; items.len()];
         let mut todo: Vec<(usize, (String, String, String))> = Vec::new();
         let mut queued = std::collections::HashSet::new();
         for (i, ex) in items.iter().enumerate() {
             let key = self.key(ex, &oracle_id)?;
-            let known = log.get(&key).filter(|l| l.cost.is_some() || log.attempts(&key) > self.retries);
+            let known = log.get(&key).filter(|l| l.value(metric).is_some() || log.attempts(&key) > self.retries);
             if let Some(label) = known {
-                costs[i] = label.cost;
+                costs[i] = label.value(metric);
                 stats.reused += 1;
             } else if queued.contains(&key) {
                 // Same extraction twice in one batch: filled in below.
@@ -123,7 +124,7 @@ impl<'a> Labeler<'a> {
                     let mut guard = shared.lock().expect("labeler lock");
                     let (log, costs, stats, best) = &mut *guard;
                     match result.and_then(|label| {
-                        let cost = label.cost;
+                        let cost = label.value(metric);
                         log.append(label).map(|_| cost)
                     }) {
                         Ok(cost) => {
@@ -157,7 +158,7 @@ impl<'a> Labeler<'a> {
         for (i, ex) in items.iter().enumerate() {
             if costs[i].is_none() {
                 if let Some(label) = log.get(&self.key(ex, &oracle_id)?) {
-                    costs[i] = label.cost;
+                    costs[i] = label.value(metric);
                 }
             }
         }
@@ -172,15 +173,16 @@ impl<'a> Labeler<'a> {
         let start = Instant::now();
         let verdict = self.oracle.call(self.egraph_path, &file)?;
         let _ = std::fs::remove_file(&file);
-        let (cost, error) = match verdict {
-            Verdict::Cost(c) => (Some(c), None),
-            Verdict::Failed(e) => (None, Some(e)),
+        let (metrics, error) = match verdict {
+            Verdict::Measured(m) => (m, None),
+            Verdict::Failed(e) => (Default::default(), Some(e)),
         };
         Ok(Label {
             egraph: key.0.clone(),
             extraction: key.1.clone(),
             oracle: key.2.clone(),
-            cost,
+            metrics,
+            cost: None,
             error,
             seconds: start.elapsed().as_secs_f64(),
             choices: value["choices"].as_object().cloned().unwrap_or_default(),

@@ -2,6 +2,7 @@
 //! call finishes, so an interrupted run loses nothing and a rerun never
 //! pays twice for the same extraction.
 
+use super::oracle::{pick, Measurement, BARE_METRIC};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -17,7 +18,14 @@ pub struct Label {
     pub extraction: String,
     /// Identity of the oracle (see [`crate::learn::oracle::Oracle::identity`]).
     pub oracle: String,
-    /// The cost, or `None` when the call failed.
+    /// Every number the oracle printed, by name (a bare number is named
+    /// [`BARE_METRIC`]); empty when the call failed, and in labels written
+    /// before metrics were kept.
+    #[serde(default, skip_serializing_if = "Measurement::is_empty")]
+    pub metrics: Measurement,
+    /// The cost, in labels written before [`Label::metrics`] was kept
+    /// (no longer written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     /// Why the call failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -29,6 +37,21 @@ pub struct Label {
 }
 
 impl Label {
+    /// The label's value of `metric` (without one: its only number), if
+    /// it has one. An older label's `cost` is the value of the oracle's
+    /// only number.
+    pub fn value(&self, metric: Option<&str>) -> Option<f64> {
+        if self.metrics.is_empty() {
+            return self.cost.filter(|_| metric.is_none_or(|m| m == BARE_METRIC));
+        }
+        pick(&self.metrics, metric)
+    }
+
+    /// Whether the call failed.
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || (self.metrics.is_empty() && self.cost.is_none())
+    }
+
     /// The key under which this label is reused.
     pub fn key(&self) -> (String, String, String) {
         (self.egraph.clone(), self.extraction.clone(), self.oracle.clone())
@@ -173,7 +196,7 @@ impl LabelLog {
         let mut calls = Calls { total: 0, failed: 0, last_failure: None };
         for l in self.labels.iter().filter(|l| l.egraph == egraph && l.oracle == oracle) {
             calls.total += 1;
-            if l.cost.is_none() {
+            if l.failed() {
                 calls.failed += 1;
                 calls.last_failure = Some(l);
             }
@@ -181,17 +204,18 @@ impl LabelLog {
         calls
     }
 
-    /// The successful labels for one e-graph and oracle, one per
-    /// extraction, sorted by extraction hash (a stable order).
-    pub fn costs_for(&self, egraph: &str, oracle: &str) -> Vec<&Label> {
-        let mut out: Vec<&Label> = self
+    /// The labels for one e-graph and oracle that have a value of `metric`
+    /// (see [`Label::value`]), with it, one per extraction, sorted by
+    /// extraction hash (a stable order).
+    pub fn values_for(&self, egraph: &str, oracle: &str, metric: Option<&str>) -> Vec<(&Label, f64)> {
+        let mut out: Vec<(&Label, f64)> = self
             .index
             .iter()
             .filter(|(k, _)| k.0 == egraph && k.2 == oracle)
             .map(|(_, &i)| &self.labels[i])
-            .filter(|l| l.cost.is_some())
+            .filter_map(|l| l.value(metric).map(|v| (l, v)))
             .collect();
-        out.sort_by(|a, b| a.extraction.cmp(&b.extraction));
+        out.sort_by(|a, b| a.0.extraction.cmp(&b.0.extraction));
         out
     }
 }

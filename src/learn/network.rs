@@ -20,8 +20,9 @@ const META_KEY: &str = "smoothe";
 /// Version of the file layout this build writes. Formats 3 (before relative
 /// models) and 4 (before the residual term) read the same; format 5 stored
 /// the residual term's rows beside the anchors, and is read into one weight
-/// per anchor. Older files are refused with a message.
-const FORMAT: u32 = 6;
+/// per anchor; format 6 read as 7 does, without a metric name or a timing
+/// head. Older files are refused with a message.
+const FORMAT: u32 = 7;
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u32 = 3;
 
@@ -59,6 +60,15 @@ pub struct ModelMeta {
     pub egraphs: Vec<String>,
     /// Identity of the oracle whose labels it learned.
     pub oracle: String,
+    /// The metric the ensemble predicts; `None`: the oracle's only number
+    /// (and in files written before metrics were named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// A static-timing model of another metric (delay) fitted to the same
+    /// oracle calls, which `extract --objective`/`--constraint` use for
+    /// that metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<crate::timing::fit::TimingHead>,
     /// Set for a relative model (features and targets relative to each
     /// design's dag-greedy extraction, see [`super::reference`]): its
     /// training designs' reference costs. Bind it to a design with

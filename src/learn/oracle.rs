@@ -1,6 +1,7 @@
 //! Running the user's cost oracle: `ORACLE EGRAPH.json EXTRACTION.json`,
 //! which prints the real cost as the last line of stdout (a number, or a
-//! JSON object of metrics of which `metric` picks one) and exits 0.
+//! JSON object of metrics such as `{"area": 12, "delay": 3.5}`) and exits 0.
+//! Every number it prints is kept, so one call labels every metric.
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -121,8 +122,10 @@ pub struct Oracle {
     /// The command: an executable path, or a shell command line to which the
     /// two file paths are appended (e.g. `srun -N1 ./synth.sh`).
     pub command: String,
-    /// Metric to read when the oracle prints a JSON object.
-    pub metric: Option<String>,
+    /// Metrics the oracle must print (a JSON object holding each); the
+    /// first is the one a single-metric run learns. Empty: the oracle
+    /// prints one number (bare, or the only number of its object).
+    pub metrics: Vec<String>,
     /// Wall-clock limit per call.
     pub timeout: Duration,
     /// Text standing for dependencies no file shows (a tool version, a
@@ -142,11 +145,18 @@ const IDENTITY_FILE_BYTES: u64 = 4 << 20;
 /// Most files of one directory hashed into an oracle's identity.
 const IDENTITY_DIR_FILES: usize = 256;
 
-/// The outcome of one call: a cost, or why there is none.
+/// Every number an oracle printed, by name; a bare number is named
+/// [`BARE_METRIC`].
+pub type Measurement = std::collections::BTreeMap<String, f64>;
+
+/// The name of the number an oracle prints bare (not in a JSON object).
+pub const BARE_METRIC: &str = "cost";
+
+/// The outcome of one call: what it measured, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// The oracle succeeded and printed this cost.
-    Cost(f64),
+    /// The oracle succeeded and printed these numbers.
+    Measured(Measurement),
     /// The oracle failed: non-zero exit, timeout, or no number; with the
     /// tail of its stderr (or stdout).
     Failed(String),
@@ -159,7 +169,8 @@ pub struct OracleSettings {
     /// The command, called as `COMMAND EGRAPH.json EXTRACTION.json`; a
     /// command line such as `srun -N1 ./synth.sh` works too.
     pub command: String,
-    /// When the oracle prints a JSON object, the metric to use.
+    /// When the oracle prints a JSON object, the metrics to learn, as a
+    /// comma list (`area,delay`); the first leads.
     pub metric: Option<String>,
     /// Text that joins the oracle's identity (a tool version no file shows).
     pub tag: Option<String>,
@@ -188,7 +199,7 @@ impl OracleSettings {
             bail!("the oracle timeout must be a positive number of seconds, got {}", self.timeout);
         }
         let mut oracle = Oracle::new(self.command.clone(), Duration::from_secs_f64(self.timeout));
-        oracle.metric = self.metric.clone();
+        oracle.metrics = parse_metric_list(self.metric.as_deref())?;
         oracle.tag = self.tag.clone();
         oracle.exclude = outputs.iter().map(|p| p.to_path_buf()).collect();
         Ok(oracle)
@@ -196,12 +207,12 @@ impl OracleSettings {
 }
 
 impl Oracle {
-    /// The oracle `command` with a per-call `timeout`, no metric, tag or
+    /// The oracle `command` with a per-call `timeout`, no metrics, tag or
     /// exclusions (set those fields before the first call).
     pub fn new(command: impl Into<String>, timeout: Duration) -> Self {
         Oracle {
             command: command.into(),
-            metric: None,
+            metrics: Vec::new(),
             timeout,
             tag: None,
             exclude: Vec::new(),
@@ -209,8 +220,10 @@ impl Oracle {
         }
     }
 
-    /// A stable hash of what this oracle is, computed on first use: the command line, metric and
-    /// tag; the contents of every word of the command line that names a
+    /// A stable hash of what this oracle is, computed on first use: the
+    /// command line and tag (not the metrics: a label holds every number
+    /// the oracle printed, so runs learning different metrics share
+    /// labels); the contents of every word of the command line that names a
     /// file; and the contents of the regular files beside each such file
     /// (its directory, not below; hidden files, `*.jsonl` and `*.log` logs
     /// and `exclude` left out), so that editing a cell library next to the
@@ -222,10 +235,9 @@ impl Oracle {
 
     fn compute_identity(&self) -> String {
         let mut bytes = self.command.clone().into_bytes();
+        // An empty slot where the metric once was keeps the identities of
+        // oracles that print one number, and so their logged labels.
         bytes.push(0);
-        if let Some(m) = &self.metric {
-            bytes.extend_from_slice(m.as_bytes());
-        }
         bytes.push(0);
         if let Some(t) = &self.tag {
             bytes.extend_from_slice(t.as_bytes());
@@ -326,42 +338,84 @@ impl Oracle {
         if !status.success() {
             return Ok(Verdict::Failed(format!("{status}; stderr: {}", tail(&stderr))));
         }
-        Ok(match parse_cost(&stdout, self.metric.as_deref()) {
-            Ok(cost) => Verdict::Cost(cost),
+        Ok(match parse_metrics(&stdout, &self.metrics) {
+            Ok(measured) => Verdict::Measured(measured),
             Err(e) => Verdict::Failed(format!("{e:#}; stdout: {}; stderr: {}", tail(&stdout), tail(&stderr))),
         })
     }
+
+    /// The metric a single-metric run learns: the first listed, or `None`
+    /// for the oracle's only number.
+    pub fn primary(&self) -> Option<&str> {
+        self.metrics.first().map(String::as_str)
+    }
 }
 
-/// Reads the cost from an oracle's stdout: its last non-empty line is a
-/// finite number, or a JSON object holding `metric` (or, without a metric,
-/// exactly one number).
-pub fn parse_cost(stdout: &str, metric: Option<&str>) -> Result<f64> {
+/// The metrics of a comma list (`area,delay`), each named once; none for
+/// `None`.
+pub fn parse_metric_list(list: Option<&str>) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for name in list.unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if out.iter().any(|m| m == name) {
+            bail!("metric {name:?} is listed twice in {:?}", list.unwrap_or(""));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
+/// Reads what an oracle printed: its last non-empty line is a finite number
+/// (named [`BARE_METRIC`]) or a JSON object whose finite numbers are all
+/// kept. Each of `wanted` must be among them; with none wanted, exactly
+/// one number must be.
+pub fn parse_metrics(stdout: &str, wanted: &[String]) -> Result<Measurement> {
     let Some(line) = stdout.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
         bail!("the oracle printed nothing");
     };
-    let value = if let Ok(x) = line.parse::<f64>() {
-        if metric.is_some() {
-            bail!("the oracle printed a bare number, but --metric was given");
+    let mut measured = Measurement::new();
+    if let Ok(x) = line.parse::<f64>() {
+        if !wanted.is_empty() {
+            bail!("the oracle printed a bare number, but --metric {} was given", wanted.join(","));
         }
-        x
-    } else {
-        let obj: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("last line {line:?} is neither a number nor JSON"))?;
-        let obj = obj.as_object().with_context(|| format!("last line {line:?} is not a JSON object"))?;
-        match metric {
-            Some(m) => obj.get(m).and_then(|v| v.as_f64()).with_context(|| format!("no number {m:?} in {line}"))?,
-            None => {
-                let numbers: Vec<f64> = obj.values().filter_map(|v| v.as_f64()).collect();
-                if numbers.len() != 1 {
-                    bail!("the oracle printed several metrics; choose one with --metric");
-                }
-                numbers[0]
-            }
+        if !x.is_finite() {
+            bail!("the oracle printed a non-finite cost {x}");
         }
-    };
-    if !value.is_finite() {
-        bail!("the oracle printed a non-finite cost {value}");
+        measured.insert(BARE_METRIC.to_string(), x);
+        return Ok(measured);
     }
-    Ok(value)
+    let obj: serde_json::Value =
+        serde_json::from_str(line).with_context(|| format!("last line {line:?} is neither a number nor JSON"))?;
+    let obj = obj.as_object().with_context(|| format!("last line {line:?} is not a JSON object"))?;
+    for (name, value) in obj {
+        if let Some(x) = value.as_f64().filter(|x| x.is_finite()) {
+            measured.insert(name.clone(), x);
+        }
+    }
+    for m in wanted {
+        if !measured.contains_key(m) {
+            bail!("no finite number {m:?} in {line}");
+        }
+    }
+    if wanted.is_empty() && measured.len() != 1 {
+        bail!("the oracle printed {} numbers; choose the metrics with --metric", measured.len());
+    }
+    Ok(measured)
+}
+
+/// The one number a single-metric reader takes from `measured`: `metric`,
+/// or without one the only number there is.
+pub fn pick(measured: &Measurement, metric: Option<&str>) -> Option<f64> {
+    match metric {
+        Some(m) => measured.get(m).copied(),
+        None if measured.len() == 1 => measured.values().next().copied(),
+        None => None,
+    }
+}
+
+/// Reads one cost from an oracle's stdout: [`parse_metrics`] with `metric`
+/// wanted, then [`pick`].
+pub fn parse_cost(stdout: &str, metric: Option<&str>) -> Result<f64> {
+    let wanted: Vec<String> = metric.map(String::from).into_iter().collect();
+    let measured = parse_metrics(stdout, &wanted)?;
+    pick(&measured, metric).context("the oracle printed no usable number")
 }

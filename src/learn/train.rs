@@ -153,6 +153,8 @@ pub fn train(
         anchor_spacing: 1.0,
         egraphs: Vec::new(),
         oracle: String::new(),
+        metric: None,
+        timing: None,
         relative: None,
         residual_length: 0.0,
         transfer_margin: None,

@@ -13,10 +13,12 @@
 use super::op::ArrivalOp;
 use super::{OpDelays, TimingGraph};
 use crate::extraction::Extraction;
+use crate::learn::metrics::spearman;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::Optimizer;
 use candle_optimisers::adam::{Adam, ParamsAdam};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -53,6 +55,86 @@ impl DelayFit {
     }
 }
 
+/// Delays fitted on a training share of labels and tested on the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingFit {
+    /// The fitted delay per operator (`<leaf>`: inputs and constants).
+    pub delays: BTreeMap<String, f64>,
+    /// Labels fitted on.
+    pub train: usize,
+    /// Held-out labels.
+    pub test: usize,
+    /// Mean absolute error on the fitted labels.
+    pub train_mae: f64,
+    /// Mean absolute error on the held-out labels (NaN without any).
+    pub test_mae: f64,
+    /// `test_mae` over the held-out labels' mean magnitude.
+    pub test_relative_mae: f64,
+    /// Rank correlation of predicted and measured held-out delays.
+    pub test_spearman: f64,
+    /// The same for unit depth, the model with nothing learned.
+    pub test_spearman_unit_depth: f64,
+}
+
+impl TimingFit {
+    /// The fitted delays as an [`OpDelays`] map.
+    pub fn op_delays(&self) -> OpDelays {
+        OpDelays::from_map(self.delays.clone()).expect("fitted delays are finite and non-negative")
+    }
+}
+
+/// A labelled extraction for [`fit_and_test`].
+pub struct TimingLabel {
+    /// A valid extraction of the timing graph's graph.
+    pub extraction: Extraction,
+    /// Its measured delay.
+    pub value: f64,
+    /// Whether it is held out to test the fit.
+    pub test: bool,
+}
+
+/// Fits delays ([`fit_delays`]) on the labels not held out and measures
+/// the fit on those that are. Needs at least two training labels.
+pub fn fit_and_test(timing: &Arc<TimingGraph>, labels: &[TimingLabel], config: &FitConfig) -> Result<TimingFit> {
+    let split = |test: bool| -> (Vec<Extraction>, Vec<f64>) {
+        labels.iter().filter(|l| l.test == test).map(|l| (l.extraction.clone(), l.value)).unzip()
+    };
+    let ((train_x, train_y), (test_x, test_y)) = (split(false), split(true));
+    if train_x.len() < 2 {
+        bail!("fitting delays needs at least 2 training labels, got {}", train_x.len());
+    }
+    let fit = fit_delays(timing, &train_x, &train_y, config)?;
+    let delays = fit.op_delays(timing);
+    let predict = |es: &[Extraction], d: &[f64]| es.iter().map(|e| timing.arrival(e, d)).collect::<Result<Vec<f64>>>();
+    let mae = |p: &[f64], y: &[f64]| p.iter().zip(y).map(|(a, b)| (a - b).abs()).sum::<f64>() / y.len() as f64;
+    let (train_pred, test_pred) = (predict(&train_x, &fit.delay)?, predict(&test_x, &fit.delay)?);
+    let unit = predict(&test_x, &timing.delay_vector(&OpDelays::unit()))?;
+    let test_mae = mae(&test_pred, &test_y);
+    let magnitude = test_y.iter().map(|y| y.abs()).sum::<f64>() / test_y.len() as f64;
+    Ok(TimingFit {
+        delays: timing.ops().iter().map(|op| (op.clone(), delays.delay(op))).collect(),
+        train: train_x.len(),
+        test: test_x.len(),
+        train_mae: mae(&train_pred, &train_y),
+        test_mae,
+        test_relative_mae: test_mae / magnitude,
+        test_spearman: spearman(&test_pred, &test_y),
+        test_spearman_unit_depth: spearman(&unit, &test_y),
+    })
+}
+
+/// A fitted static-timing model of one metric, kept in a cost-model file
+/// beside the ensemble: `extract --model` optimises or bounds `metric`
+/// with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingHead {
+    /// The metric it predicts (such as `delay`).
+    pub metric: String,
+    /// The fit and how it tested.
+    #[serde(flatten)]
+    pub fit: TimingFit,
+}
+
 /// One-hot node probabilities `[nodes, extractions]` of valid extractions.
 fn one_hot_columns(timing: &TimingGraph, extractions: &[Extraction], device: &Device) -> Result<Tensor> {
     let g = timing.graph();
@@ -82,7 +164,20 @@ pub fn fit_delays(
         bail!("fitting delays needs labelled extractions ({} extractions, {} labels)", extractions.len(), labels.len());
     }
     let device = Device::Cpu;
-    let (start, per_op) = calibrated_start(timing, extractions, labels)?;
+    let (starts, per_op) = calibrated_starts(timing, extractions, labels)?;
+    let mut start = Vec::new();
+    let mut least = f64::INFINITY;
+    for s in starts {
+        let refined = refine_on_critical_paths(timing, extractions, labels, s)?;
+        let error: f64 = extractions
+            .iter()
+            .zip(labels)
+            .map(|(e, y)| Ok((timing.arrival(e, &refined)? - y).powi(2)))
+            .sum::<Result<f64>>()?;
+        if error < least {
+            (start, least) = (refined, error);
+        }
+    }
     // Steps sized to an operator's delay (or, where the calibration found
     // none, a tenth of the mean label).
     let mean_label = labels.iter().map(|y| y.abs()).sum::<f64>() / labels.len() as f64;
@@ -113,6 +208,74 @@ pub fn fit_delays(
     Ok(best)
 }
 
+/// Most rounds of [`refine_on_critical_paths`].
+const CRITICAL_ROUNDS: usize = 30;
+
+/// Sweeps of coordinate descent per round of [`refine_on_critical_paths`].
+const SWEEPS: usize = 200;
+
+/// Improves `delay` by rounds of least squares on fixed critical paths:
+/// with each extraction's critical path held, arrival is linear in the
+/// delays (the op counts along it, [`TimingGraph::critical_ops`]), so a
+/// round solves that non-negative least-squares problem by coordinate
+/// descent, and is kept while the true (max-plus) squared error falls.
+/// Gradient steps alone stalled where a leaf delay and the operators'
+/// traded off (several times the true leaf delay on exact labels).
+fn refine_on_critical_paths(
+    timing: &TimingGraph,
+    extractions: &[Extraction],
+    labels: &[f64],
+    mut delay: Vec<f64>,
+) -> Result<Vec<f64>> {
+    let sse = |d: &[f64]| -> Result<f64> {
+        let mut total = 0.0;
+        for (e, y) in extractions.iter().zip(labels) {
+            total += (timing.arrival(e, d)? - y).powi(2);
+        }
+        Ok(total)
+    };
+    let mut best = sse(&delay)?;
+    for _ in 0..CRITICAL_ROUNDS {
+        let rows: Vec<Vec<f64>> = extractions.iter().map(|e| timing.critical_ops(e, &delay)).collect::<Result<_>>()?;
+        let mut next = delay.clone();
+        let mut residual: Vec<f64> =
+            rows.iter().zip(labels).map(|(r, y)| r.iter().zip(&next).map(|(a, d)| a * d).sum::<f64>() - y).collect();
+        for _ in 0..SWEEPS {
+            for j in 0..next.len() {
+                let norm: f64 = rows.iter().map(|r| r[j] * r[j]).sum();
+                if norm == 0.0 {
+                    continue;
+                }
+                let slope: f64 = rows.iter().zip(&residual).map(|(r, e)| r[j] * e).sum();
+                let moved = (next[j] - slope / norm).max(0.0);
+                let step = moved - next[j];
+                if step != 0.0 {
+                    for (e, r) in residual.iter_mut().zip(&rows) {
+                        *e += r[j] * step;
+                    }
+                    next[j] = moved;
+                }
+            }
+        }
+        // The least-squares solution of the linearised problem, or a
+        // shorter step towards it where the critical paths move.
+        let mut improved = false;
+        for halving in 0..8 {
+            let t = 0.5f64.powi(halving);
+            let trial: Vec<f64> = delay.iter().zip(&next).map(|(a, b)| a + t * (b - a)).collect();
+            let error = sse(&trial)?;
+            if error < best * (1.0 - 1e-9) {
+                (delay, best, improved) = (trial, error, true);
+                break;
+            }
+        }
+        if !improved {
+            break;
+        }
+    }
+    Ok(delay)
+}
+
 /// The starting delays: depth in operators calibrated to the labels by
 /// least squares, `y ~ a * depth + b`, with `a` the delay of every operator
 /// and `b >= 0` the leaf delay (every path ends at a leaf, so this is exact
@@ -121,8 +284,9 @@ pub fn fit_delays(
 /// hashing absorbs inverters); the start of least squared error is kept.
 /// Descending from a plain rescaling of depth instead often collapsed onto
 /// a constant predictor (operator delays 0, the mean in the leaf delay).
-/// Returns the delays and the calibrated operator delay `a`.
-fn calibrated_start(timing: &TimingGraph, extractions: &[Extraction], labels: &[f64]) -> Result<(Vec<f64>, f64)> {
+/// Returns every start, the best first, and the best start's calibrated
+/// operator delay `a`.
+fn calibrated_starts(timing: &TimingGraph, extractions: &[Extraction], labels: &[f64]) -> Result<(Vec<Vec<f64>>, f64)> {
     let ops = timing.ops();
     let unit = timing.delay_vector(&OpDelays::unit());
     let leaf = ops.iter().position(|op| op == super::LEAF_OP);
@@ -136,7 +300,7 @@ fn calibrated_start(timing: &TimingGraph, extractions: &[Extraction], labels: &[
     }
     let n = labels.len() as f64;
     let mean_y = labels.iter().sum::<f64>() / n;
-    let mut best: Option<(f64, Vec<f64>, f64)> = None;
+    let mut all: Vec<(f64, Vec<f64>, f64)> = Vec::new();
     for base in bases {
         let x: Vec<f64> = extractions.iter().map(|e| timing.arrival(e, &base)).collect::<Result<_>>()?;
         let mean_x = x.iter().sum::<f64>() / n;
@@ -149,10 +313,9 @@ fn calibrated_start(timing: &TimingGraph, extractions: &[Extraction], labels: &[
         if let Some(l) = leaf {
             delays[l] = b;
         }
-        if best.as_ref().is_none_or(|(e, _, _)| sse < *e) {
-            best = Some((sse, delays, a));
-        }
+        all.push((sse, delays, a));
     }
-    let (_, delays, a) = best.expect("at least the unit start");
-    Ok((delays, a))
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let a = all[0].2;
+    Ok((all.into_iter().map(|(_, d, _)| d).collect(), a))
 }

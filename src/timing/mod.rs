@@ -34,6 +34,10 @@ use std::path::Path;
 /// constants, named differently in every design) is timed as.
 pub const LEAF_OP: &str = "<leaf>";
 
+/// The oracle metric that a learned static-timing model predicts
+/// (`train-cost --metric area,delay` fits one for it).
+pub const TIMING_METRIC: &str = "delay";
+
 /// Marks a terminal with no child class: the path ends at a leaf.
 const NO_CHILD: u32 = u32::MAX;
 
@@ -269,6 +273,39 @@ impl TimingGraph {
             t[c.index()] = self.node_arrival(n, &part_delay, |k| t[k.index()]).0;
         }
         Ok(self.graph.roots().iter().map(|r| t[r.index()]).fold(f64::NEG_INFINITY, f64::max))
+    }
+
+    /// How many times each op (in [`TimingGraph::ops`] order) lies on a
+    /// critical path of a valid extraction under `delay`: the gradient of
+    /// [`TimingGraph::arrival`] with respect to the delays, so that
+    /// arrival equals its dot product with `delay`. Errors if the
+    /// extraction is not valid.
+    pub fn critical_ops(&self, extraction: &Extraction, delay: &[f64]) -> Result<Vec<f64>> {
+        let order = extraction.check(&self.graph)?;
+        let part_delay = self.part_delays(delay);
+        let mut t = vec![0.0; self.graph.num_classes()];
+        let mut latest = vec![(0usize, None); self.graph.num_classes()];
+        for c in order {
+            let n = extraction.choices[c.index()].expect("checked");
+            let (arrival, i) = self.node_arrival(n, &part_delay, |k| t[k.index()]);
+            t[c.index()] = arrival;
+            latest[c.index()] = self.terminals(n).nth(i).expect("a terminal");
+        }
+        let mut counts = vec![0.0; self.ops.len()];
+        let root = self.graph.roots().iter().copied().max_by(|a, b| t[a.index()].total_cmp(&t[b.index()]));
+        let mut class = root;
+        while let Some(c) = class {
+            let (mut part, child) = latest[c.index()];
+            loop {
+                counts[self.part_op[part] as usize] += 1.0;
+                match self.part_parent[part] {
+                    u32::MAX => break,
+                    parent => part = parent as usize,
+                }
+            }
+            class = child;
+        }
+        Ok(counts)
     }
 }
 

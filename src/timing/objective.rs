@@ -78,11 +78,13 @@ pub struct ConstraintReport {
     pub metric: String,
     /// Its largest allowed value.
     pub bound: f64,
-    /// The extraction's value of the metric.
-    pub value: f64,
-    /// Whether `value <= bound`.
+    /// The extraction's value of the metric, by the metric's model (exact
+    /// for the model-free metrics, predicted for a learned one).
+    pub predicted: f64,
+    /// Whether `predicted <= bound`.
     pub met: bool,
-    /// `bound - value`: slack when met, the violation (negative) when not.
+    /// `bound - predicted`: slack when met, the violation (negative) when
+    /// not.
     pub margin: f64,
 }
 
@@ -115,6 +117,7 @@ const INFEASIBLE: f64 = 1e6;
 /// violation is a hinge penalty; discrete, any violation ranks an
 /// extraction behind every feasible one.
 pub struct Constrained {
+    metric: String,
     objective: Box<dyn CostModel>,
     bounds: Vec<(Box<dyn CostModel>, Constraint)>,
     /// The objective's magnitude on a reference extraction.
@@ -122,15 +125,27 @@ pub struct Constrained {
 }
 
 impl Constrained {
-    /// `objective` subject to `bounds`; `reference` (a valid extraction)
-    /// sets the scale that violations are weighed in.
+    /// `objective` (the model of `metric`) subject to `bounds`;
+    /// `reference` (a valid extraction) sets the scale that violations are
+    /// weighed in.
     pub fn new(
+        metric: &str,
         objective: Box<dyn CostModel>,
         bounds: Vec<(Box<dyn CostModel>, Constraint)>,
         reference: &Extraction,
     ) -> Self {
         let scale = objective.cost_of(reference).abs().max(1e-9);
-        Constrained { objective, bounds, scale }
+        Constrained { metric: metric.to_string(), objective, bounds, scale }
+    }
+
+    /// The objective's and each bounded metric's value on `extraction`, by
+    /// their models.
+    pub fn predicted(&self, extraction: &Extraction) -> std::collections::BTreeMap<String, f64> {
+        let mut out = std::collections::BTreeMap::from([(self.metric.clone(), self.objective.cost_of(extraction))]);
+        for (model, c) in &self.bounds {
+            out.insert(c.metric.clone(), model.cost_of(extraction));
+        }
+        out
     }
 
     /// Each bound's outcome on `extraction`.
@@ -138,16 +153,27 @@ impl Constrained {
         self.bounds
             .iter()
             .map(|(model, c)| {
-                let value = model.cost_of(extraction);
+                let predicted = model.cost_of(extraction);
                 ConstraintReport {
                     metric: c.metric.clone(),
                     bound: c.bound,
-                    value,
-                    met: value <= c.bound,
-                    margin: c.bound - value,
+                    predicted,
+                    met: predicted <= c.bound,
+                    margin: c.bound - predicted,
                 }
             })
             .collect()
+    }
+
+    /// What violating the bounds adds to a discrete extraction's cost: 0
+    /// when it meets them all.
+    fn infeasibility(&self, extraction: &Extraction) -> f64 {
+        let violation = self.relative_violation(extraction);
+        if violation > 0.0 {
+            INFEASIBLE * self.scale * (1.0 + violation)
+        } else {
+            0.0
+        }
     }
 
     fn relative_violation(&self, extraction: &Extraction) -> f64 {
@@ -173,12 +199,13 @@ impl CostModel for Constrained {
         Ok(total)
     }
     fn cost_of(&self, extraction: &Extraction) -> f64 {
-        let cost = self.objective.cost_of(extraction);
-        let violation = self.relative_violation(extraction);
-        if violation > 0.0 {
-            cost + INFEASIBLE * self.scale * (1.0 + violation)
-        } else {
-            cost
-        }
+        self.objective.cost_of(extraction) + self.infeasibility(extraction)
+    }
+    fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
+        let costs = self.objective.selection_costs(extractions);
+        costs.into_iter().zip(extractions).map(|(c, e)| c + self.infeasibility(e)).collect()
+    }
+    fn optimum_charge(&self, optimum: &Extraction) -> f64 {
+        self.objective.optimum_charge(optimum)
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use smoothe::extract::{SmoothEConfig, METHODS};
 use smoothe::jobs::ExtractJob;
 use smoothe::learn::objective::{Conservatism, DesignFit};
-use smoothe::timing::objective::{Constraint, METRICS};
+use smoothe::timing::objective::Constraint;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -45,13 +45,14 @@ pub struct ExtractArgs {
     #[arg(long, default_value_t = 1000)]
     samples: usize,
     /// Minimise this metric with SmoothE instead of the node costs:
-    /// dag-cost (the sum of the chosen nodes' costs) or delay (arrival
-    /// time, max-plus over the chosen DAG, under --op-delays).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(METRICS))]
+    /// dag-cost (the sum of the chosen nodes' costs), delay (arrival time,
+    /// max-plus over the chosen DAG, under --op-delays or a model's learned
+    /// delays), or a metric the --model learned (such as area).
+    #[arg(long)]
     objective: Option<String>,
     /// An upper bound that the extraction must meet, METRIC<=VALUE (for
-    /// example 'delay<=12'); repeatable. With no --objective, dag-cost is
-    /// minimised under it.
+    /// example 'delay<=12'); repeatable. With no --objective, the model's
+    /// metric (dag-cost without a model) is minimised under it.
     #[arg(long = "constraint", value_name = "METRIC<=VALUE")]
     constraints: Vec<Constraint>,
     /// Per-operator delays for the delay metric and depth-greedy: a JSON
@@ -97,7 +98,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
     eprintln!("{}: dag cost {}, {} classes, {:.3} s", result.method, result.dag_cost, result.classes, result.seconds);
     for c in &result.constraints {
         let verdict = if c.met { "met" } else { "NOT met" };
-        eprintln!("{}<={}: {} ({verdict}, margin {})", c.metric, c.bound, c.value, c.margin);
+        eprintln!("{}<={}: {} ({verdict}, margin {})", c.metric, c.bound, c.predicted, c.margin);
     }
     if result.constraints.iter().any(|c| !c.met) {
         eprintln!("warning: no extraction found meets every constraint; this is the least-violating one found");

@@ -55,14 +55,14 @@ pub fn run(a: FitDelaysArgs) -> Result<ExitCode> {
         "delays written to {}: fitted on {} labels ({} oracle calls, {} failed); held out {}: mean absolute \
          error {:.4} ({:.2}% of the delay), Spearman {:.3} (unit depth: {:.3})",
         output.display(),
-        result.train,
+        result.fit.train,
         result.calls,
         result.failed,
-        result.test,
-        result.test_mae,
-        100.0 * result.test_relative_mae,
-        result.test_spearman,
-        result.test_spearman_unit_depth
+        result.fit.test,
+        result.fit.test_mae,
+        100.0 * result.fit.test_relative_mae,
+        result.fit.test_spearman,
+        result.fit.test_spearman_unit_depth
     );
     eprintln!(
         "use them with: smoothe extract --op-delays {} --constraint 'delay<=T' {}",
