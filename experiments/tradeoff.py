@@ -5,18 +5,20 @@ Per circuit and seed, with ABC mapping through examples/oracles/abc_metrics.sh
 
 1. the baselines greedy, dag-greedy, depth-greedy and linear SmoothE, each
    measured once (area, delay);
-2. `smoothe fit-delays` on the oracle's delay (SAMPLES calls, default 100;
-   a fifth held out);
+2. the model, by MODEL:
+   - `train-cost` (default): `smoothe train-cost --metric area,delay` at
+     BUDGET oracle calls (default 300): an ensemble learns area and a
+     static-timing head learns delay from the same calls;
+   - `fit-delays`: `smoothe fit-delays` on the oracle's delay (SAMPLES
+     calls, default 100); the area objective is then the e-graph's DAG
+     cost (node costs, an area proxy);
 3. four delay targets T, evenly spaced from the least to the greatest
-   baseline delay; for each, `extract --constraint delay<=T --op-delays`
-   with the fitted delays (no oracle call), measured. The reference area of
-   a target is the least baseline area with delay <= T; a target is met when
-   the measured delay is <= T and the area <= that reference; the gain is
+   baseline delay; for each, `extract --constraint delay<=T` with the model
+   (no oracle call), measured. The reference area of a target is the least
+   baseline area with delay <= T; a target is met when the measured delay
+   is <= T and the area <= that reference; the gain is
    (reference - area) / reference when met, 0 otherwise;
-4. `extract --objective delay` with the fitted delays, against depth-greedy.
-
-The extraction's area objective is the e-graph's DAG cost (node costs, an
-area proxy): only the delay is learned here.
+4. `extract --objective delay` with the model, against depth-greedy.
 
     experiments/tradeoff.sh                      # every circuit, seed 0
     SEEDS="0 1 2" CIRCUITS="esyn/C432" experiments/tradeoff.sh
@@ -38,6 +40,8 @@ FLOW = os.environ.get("FLOW", "strash; map")
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0").split()]
 LIMIT = os.environ.get("LIMIT", "20")
 SAMPLES = os.environ.get("SAMPLES", "100")
+MODEL = os.environ.get("MODEL", "train-cost")
+BUDGET = os.environ.get("BUDGET", "300")
 ORACLE = f"ABC_SCRIPT='{FLOW}' {ROOT / 'examples' / 'oracles' / 'abc_metrics.sh'}"
 OUT = HERE / "out" / NAME
 BASELINES = ["greedy", "dag-greedy", "depth-greedy", "smoothe"]
@@ -70,12 +74,24 @@ def one(task):
         out = d / f"{m}.json"
         extract(graph, out, seed, "--method", m)
         points[m] = measure(graph, out)
-    p = subprocess.run([str(BIN), "fit-delays", "-q", "--oracle", ORACLE, "--metric", "delay", "--samples", SAMPLES,
-                        "--seed", str(seed), "--labels", str(d / "labels.jsonl"), "-o", str(d / "delays.json"),
-                        str(graph)], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"fit-delays {circuit}: {p.stderr}")
-    fit = json.loads(p.stdout)
+    if MODEL == "train-cost":
+        model = d / "model.safetensors"
+        # A model already in the run folder is reused: delete the folder to retrain.
+        if not model.exists():
+            run([BIN, "train-cost", "-q", "--oracle", ORACLE, "--metric", "area,delay", "--budget", BUDGET, "--seed", seed,
+                 "--force", "--out", model, graph])
+        fit = model_meta(model)["timing"]
+        use = ["--model", model]
+        area = ["--objective", "area"]
+    else:
+        p = subprocess.run([str(BIN), "fit-delays", "-q", "--oracle", ORACLE, "--metric", "delay", "--samples",
+                            SAMPLES, "--seed", str(seed), "--labels", str(d / "labels.jsonl"), "-o",
+                            str(d / "delays.json"), str(graph)], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"fit-delays {circuit}: {p.stderr}")
+        fit = json.loads(p.stdout)
+        use = ["--op-delays", d / "delays.json"]
+        area = []
     fit_cols = {"fit_relative_mae": fit["test_relative_mae"], "fit_spearman": fit["test_spearman"],
                 "unit_depth_spearman": fit["test_spearman_unit_depth"]}
     rows = [{**base, "kind": m, "target": None, "area": v["area"], "delay": v["delay"], "predicted_delay": None,
@@ -85,7 +101,7 @@ def one(task):
     for k in range(4):
         t = round(lo + k * (hi - lo) / 3, 6)
         out = d / f"target{k}.json"
-        result = extract(graph, out, seed, "--constraint", f"delay<={t}", "--op-delays", d / "delays.json")
+        result = extract(graph, out, seed, "--constraint", f"delay<={t}", *use, *area)
         got = measure(graph, out)
         ref = min(v["area"] for v in points.values() if v["delay"] <= t + EPS)
         met = got["delay"] <= t + EPS and got["area"] <= ref + EPS
@@ -93,12 +109,19 @@ def one(task):
                      "predicted_delay": result["delay"], "reference_area": ref, "met": int(met),
                      "gain": (ref - got["area"]) / ref if met else 0.0, **fit_cols})
     out = d / "fastest.json"
-    result = extract(graph, out, seed, "--objective", "delay", "--op-delays", d / "delays.json")
+    result = extract(graph, out, seed, "--objective", "delay", *use)
     got = measure(graph, out)
     rows.append({**base, "kind": "objective-delay", "target": None, "area": got["area"], "delay": got["delay"],
                  "predicted_delay": result["delay"], "reference_area": None,
                  "met": int(got["delay"] <= points["depth-greedy"]["delay"] + EPS), "gain": None, **fit_cols})
     return rows
+
+
+def model_meta(path):
+    """The metadata record of a smoothe model file (safetensors header)."""
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    return json.loads(json.loads(raw[8:8 + size])["__metadata__"]["smoothe"])
 
 
 def fmt(v, digits=2):
@@ -144,11 +167,16 @@ def report(rows):
     fastest = [r for r in rows if r["kind"] == "objective-delay"]
     circuits = sorted({r["circuit"] for r in rows})
     lines = [f"# Area under a delay target with learned delays ({FLOW})", "",
-             f"Written by `experiments/tradeoff.py` (NAME={NAME}, seeds {' '.join(map(str, SEEDS))}, "
-             f"{SAMPLES} oracle calls for `fit-delays`, {LIMIT} s per extraction). ABC with "
-             "`examples/oracles/cells.genlib` measures (area, delay). The model is per-operator delays fitted "
-             "to the oracle's delay (arrival time over the chosen DAG); the extraction minimises the e-graph's "
-             "DAG cost under the predicted delay bound, with no oracle call.", "",
+             f"Written by `experiments/tradeoff.py` (NAME={NAME}, MODEL={MODEL}, seeds "
+             f"{' '.join(map(str, SEEDS))}, {BUDGET if MODEL == 'train-cost' else SAMPLES} oracle calls per "
+             f"circuit, {LIMIT} s per extraction). ABC with `examples/oracles/cells.genlib` measures "
+             "(area, delay). " + ("`train-cost --metric area,delay` learns area (the ensemble) and delay "
+                                 "(per-operator delays, arrival time over the chosen DAG) from the same calls; "
+                                 "`extract --model M --objective area --constraint delay<=T` answers each "
+                                 "target with no oracle call." if MODEL == "train-cost" else
+                                 "The model is per-operator delays fitted to the oracle's delay; the extraction "
+                                 "minimises the e-graph's DAG cost under the predicted delay bound, with no "
+                                 "oracle call."), "",
              f"- targets met (delay <= T and area <= the least baseline area meeting T): "
              f"{sum(r['met'] for r in targets)} of {len(targets)}",
              f"- mean gain over the reference area, an unmet target counting 0: "

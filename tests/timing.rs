@@ -502,6 +502,30 @@ fn train_cost_learns_area_and_delay_from_the_same_calls_and_extract_bounds_the_l
     assert_eq!((c["metric"].as_str(), c["met"].as_bool()), (Some("delay"), Some(true)), "{bounded}");
     assert!(c["predicted"].as_f64().unwrap() <= least + 3.0, "{bounded}");
     assert!(bounded["predicted"]["area"].is_number() && bounded["predicted"]["delay"].is_number(), "{bounded}");
+    // The front: valid extractions, none predicted worse in both metrics
+    // than another, in increasing delay.
+    let front_path = dir.join("front.json");
+    let mut a = vec!["extract", "--pareto", "area,delay", "--points", "3", "-o", front_path.to_str().unwrap()];
+    a.extend(quick);
+    a.push(&mul3);
+    let (code, _, err) = cli(&a);
+    assert_eq!(code, 0, "{err}");
+    let front = parse_json(&std::fs::read_to_string(&front_path).unwrap());
+    let front = front.as_array().unwrap();
+    assert!(!front.is_empty());
+    let pairs: Vec<(f64, f64)> = front
+        .iter()
+        .map(|r| (r["predicted"]["area"].as_f64().unwrap(), r["predicted"]["delay"].as_f64().unwrap()))
+        .collect();
+    for (i, r) in front.iter().enumerate() {
+        let path = dir.join(format!("front{i}.json"));
+        std::fs::write(&path, r.to_string()).unwrap();
+        let (code, _, err) = cli(&["check", &mul3, path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let (x, y) = pairs[i];
+        assert!(!pairs.iter().enumerate().any(|(j, &(a, b))| j != i && a <= x && b <= y && (a < x || b < y)));
+    }
+    assert!(pairs.windows(2).all(|w| w[0].1 <= w[1].1), "{pairs:?}");
     // A metric the model does not have is refused, naming those it has.
     let (code, _, err) = cli(&["extract", "-q", "--model", model_arg, "--objective", "power", &mul3]);
     assert_ne!(code, 0);

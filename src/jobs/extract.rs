@@ -94,6 +94,8 @@ pub struct ExtractResult {
     pub optimum_error: Option<OptimumError>,
     /// With constraints: how each came out.
     pub constraints: Vec<ConstraintReport>,
+    /// With an objective or constraints: each metric's value by its model.
+    pub predicted: std::collections::BTreeMap<String, f64>,
 }
 
 impl ExtractJob {
@@ -194,13 +196,15 @@ impl ExtractJob {
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
         let mut constraints = Vec::new();
+        let mut predicted = Default::default();
         if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
             let reduced = problem
                 .from_original(&outcome.extraction)
                 .context("the extraction does not map onto the preprocessed graph (a bug)")?;
             extra.insert("delay".into(), json!(timing.arrival(&reduced, &timing.delay_vector(&options.op_delays))?));
             extra.insert("objective".into(), json!(self.objective_metric(ensemble.as_ref())));
-            extra.insert("predicted".into(), serde_json::to_value(objective.predicted(&reduced))?);
+            predicted = objective.predicted(&reduced);
+            extra.insert("predicted".into(), serde_json::to_value(&predicted)?);
             constraints = objective.report(&reduced);
             extra.insert("constraints".into(), serde_json::to_value(&constraints)?);
         }
@@ -238,6 +242,7 @@ impl ExtractJob {
             design: learned.as_ref().map(|m| m.design_fit()),
             optimum_error,
             constraints,
+            predicted,
         })
     }
 

@@ -5,11 +5,13 @@
 mod extract;
 mod fit_delays;
 mod oracle_runs;
+mod pareto;
 mod predict;
 mod train_cost;
 
 pub use extract::{ExtractJob, ExtractResult};
 pub use fit_delays::{FitDelaysJob, FitDelaysResult};
 pub use oracle_runs::{LabelJob, SearchJob};
+pub use pareto::ParetoJob;
 pub use predict::{PredictJob, Verdict};
 pub use train_cost::{OutputPaths, TrainCostJob, TrainCostResult};

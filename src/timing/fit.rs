@@ -65,14 +65,19 @@ pub struct TimingFit {
     /// Held-out labels.
     pub test: usize,
     /// Mean absolute error on the fitted labels.
+    #[serde(deserialize_with = "nan_if_null")]
     pub train_mae: f64,
     /// Mean absolute error on the held-out labels (NaN without any).
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_mae: f64,
     /// `test_mae` over the held-out labels' mean magnitude.
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_relative_mae: f64,
     /// Rank correlation of predicted and measured held-out delays.
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_spearman: f64,
     /// The same for unit depth, the model with nothing learned.
+    #[serde(deserialize_with = "nan_if_null")]
     pub test_spearman_unit_depth: f64,
 }
 
@@ -81,6 +86,12 @@ impl TimingFit {
     pub fn op_delays(&self) -> OpDelays {
         OpDelays::from_map(self.delays.clone()).expect("fitted delays are finite and non-negative")
     }
+}
+
+/// Reads a number written by serde_json, where NaN (no held-out labels, a
+/// constant ranking) was written as `null`.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// A labelled extraction for [`fit_and_test`].

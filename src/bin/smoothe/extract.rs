@@ -4,7 +4,7 @@ use crate::common::{init_threads, RunArgs, SmoothEArgs};
 use crate::terminal::{bars, write_json};
 use anyhow::Result;
 use smoothe::extract::{SmoothEConfig, METHODS};
-use smoothe::jobs::ExtractJob;
+use smoothe::jobs::{ExtractJob, ParetoJob};
 use smoothe::learn::objective::{Conservatism, DesignFit};
 use smoothe::timing::objective::Constraint;
 use std::path::PathBuf;
@@ -55,6 +55,15 @@ pub struct ExtractArgs {
     /// metric (dag-cost without a model) is minimised under it.
     #[arg(long = "constraint", value_name = "METRIC<=VALUE")]
     constraints: Vec<Constraint>,
+    /// Write a front of extractions instead of one, as a JSON array: A,B
+    /// (such as area,delay) gives the least A, the least B, and the least A
+    /// under bounds on B between them, keeping those no other beats in
+    /// both by their predicted values.
+    #[arg(long, value_name = "A,B", conflicts_with_all = ["objective", "constraints"])]
+    pareto: Option<String>,
+    /// With --pareto: most extractions on the front.
+    #[arg(long, default_value_t = 5, requires = "pareto")]
+    points: usize,
     /// Per-operator delays for the delay metric and depth-greedy: a JSON
     /// object {"OP": delay}. Nodes without children are "<leaf>" (default
     /// 0); operators it does not name take 1 [default: all 1, leaves 0].
@@ -93,6 +102,26 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         constraints: a.constraints,
         op_delays: a.op_delays,
     };
+    if let Some(pair) = &a.pareto {
+        let Some((minimise, against)) = pair.split_once(',') else {
+            anyhow::bail!("--pareto takes two metrics, A,B (such as area,delay), got {pair:?}");
+        };
+        let pareto = ParetoJob {
+            extract: job,
+            minimise: minimise.trim().to_string(),
+            against: against.trim().to_string(),
+            points: a.points,
+        };
+        let front = pareto.run(&a.egraph, bars(!a.run.quiet))?;
+        let json = serde_json::Value::Array(front.iter().map(|r| r.json.clone()).collect());
+        write_json(a.output.as_deref(), &json)?;
+        for r in &front {
+            let values: Vec<String> = r.predicted.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+            eprintln!("{}", values.join(", "));
+        }
+        eprintln!("{} non-dominated extraction(s)", front.len());
+        return Ok(ExitCode::SUCCESS);
+    }
     let result = job.run(&a.egraph, bars(!a.run.quiet))?;
     write_json(a.output.as_deref(), &result.json)?;
     eprintln!("{}: dag cost {}, {} classes, {:.3} s", result.method, result.dag_cost, result.classes, result.seconds);
