@@ -18,7 +18,12 @@ Per circuit and seed, with ABC mapping through examples/oracles/abc_metrics.sh
    baseline area with delay <= T; a target is met when the measured delay
    is <= T and the area <= that reference; the gain is
    (reference - area) / reference when met, 0 otherwise;
-4. `extract --objective delay` with the model, against depth-greedy.
+4. `extract --objective delay` with the model, against depth-greedy;
+5. model-free annealing with the oracle in the loop at ANNEAL calls per
+   target (default 75: four targets cost the same 300 calls as the loop),
+   `smoothe search --objective area --constraint delay<=T`, scored the
+   same way. MODEL=none skips the model (for the ceiling run,
+   NAME=ceiling MODEL=none ANNEAL=750: ten times the budget).
 
     experiments/tradeoff.sh                      # every circuit, seed 0
     SEEDS="0 1 2" CIRCUITS="esyn/C432" experiments/tradeoff.sh
@@ -42,6 +47,7 @@ LIMIT = os.environ.get("LIMIT", "20")
 SAMPLES = os.environ.get("SAMPLES", "100")
 MODEL = os.environ.get("MODEL", "train-cost")
 BUDGET = os.environ.get("BUDGET", "300")
+ANNEAL = os.environ.get("ANNEAL", "75")
 ORACLE = f"ABC_SCRIPT='{FLOW}' {ROOT / 'examples' / 'oracles' / 'abc_metrics.sh'}"
 OUT = HERE / "out" / NAME
 BASELINES = ["greedy", "dag-greedy", "depth-greedy", "smoothe"]
@@ -74,7 +80,9 @@ def one(task):
         out = d / f"{m}.json"
         extract(graph, out, seed, "--method", m)
         points[m] = measure(graph, out)
-    if MODEL == "train-cost":
+    if MODEL == "none":
+        fit, use, area = None, None, None
+    elif MODEL == "train-cost":
         model = d / "model.safetensors"
         # A model already in the run folder is reused: delete the folder to retrain.
         if not model.exists():
@@ -92,22 +100,34 @@ def one(task):
         fit = json.loads(p.stdout)
         use = ["--op-delays", d / "delays.json"]
         area = []
-    fit_cols = {"fit_relative_mae": fit["test_relative_mae"], "fit_spearman": fit["test_spearman"],
-                "unit_depth_spearman": fit["test_spearman_unit_depth"]}
+    fit_cols = {"fit_relative_mae": fit and fit["test_relative_mae"], "fit_spearman": fit and fit["test_spearman"],
+                "unit_depth_spearman": fit and fit["test_spearman_unit_depth"]}
     rows = [{**base, "kind": m, "target": None, "area": v["area"], "delay": v["delay"], "predicted_delay": None,
              "reference_area": None, "met": None, "gain": None, **fit_cols} for m, v in points.items()]
     delays = [v["delay"] for v in points.values()]
     lo, hi = min(delays), max(delays)
     for k in range(4):
         t = round(lo + k * (hi - lo) / 3, 6)
-        out = d / f"target{k}.json"
-        result = extract(graph, out, seed, "--constraint", f"delay<={t}", *use, *area)
-        got = measure(graph, out)
         ref = min(v["area"] for v in points.values() if v["delay"] <= t + EPS)
-        met = got["delay"] <= t + EPS and got["area"] <= ref + EPS
-        rows.append({**base, "kind": f"target{k}", "target": t, "area": got["area"], "delay": got["delay"],
-                     "predicted_delay": result["delay"], "reference_area": ref, "met": int(met),
-                     "gain": (ref - got["area"]) / ref if met else 0.0, **fit_cols})
+
+        def scored(kind, got, predicted):
+            met = got["delay"] <= t + EPS and got["area"] <= ref + EPS
+            return {**base, "kind": kind, "target": t, "area": got["area"], "delay": got["delay"],
+                    "predicted_delay": predicted, "reference_area": ref, "met": int(met),
+                    "gain": (ref - got["area"]) / ref if met else 0.0, **fit_cols}
+
+        if use is not None:
+            out = d / f"target{k}.json"
+            result = extract(graph, out, seed, "--constraint", f"delay<={t}", *use, *area)
+            rows.append(scored(f"target{k}", measure(graph, out), result["delay"]))
+        # Annealing with the oracle at ANNEAL calls, its own log per target.
+        out, log = d / f"anneal{k}-{ANNEAL}.json", d / f"anneal{k}-{ANNEAL}.labels.jsonl"
+        log.unlink(missing_ok=True)
+        run([BIN, "search", "-q", "--oracle", ORACLE, "--objective", "area", "--constraint", f"delay<={t}",
+             "--budget", ANNEAL, "--seed", seed, "--labels", log, "-o", out, graph])
+        rows.append(scored(f"anneal{k}", json.loads(out.read_text())["measured"], None))
+    if use is None:
+        return rows
     out = d / "fastest.json"
     result = extract(graph, out, seed, "--objective", "delay", *use)
     got = measure(graph, out)
@@ -130,7 +150,9 @@ def fmt(v, digits=2):
 
 def svg(rows, path):
     """Small multiples of the area-delay plane: baselines as grey dots
-    (named), the constrained answers as blue dots, targets as dashed lines."""
+    (named), the model's constrained answers as dots (blue: met, red: not),
+    annealing's as open squares (green: met, red: not), targets as dashed
+    lines."""
     circuits = sorted({r["circuit"] for r in rows if r["seed"] == min(SEEDS)})
     w, h, pad, cols = 300, 220, 40, 3
     rows_n = (len(circuits) + cols - 1) // cols
@@ -156,14 +178,29 @@ def svg(rows, path):
                 tx = sx(r["target"])
                 parts.append(f'<line x1="{tx:.1f}" y1="{oy + pad}" x2="{tx:.1f}" y2="{oy + h - pad}" '
                              'stroke="lightblue" stroke-dasharray="3,3"/>')
-                colour = "blue" if r["met"] else "red"
-                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
+                if r["kind"].startswith("anneal"):
+                    colour = "green" if r["met"] else "red"
+                    parts.append(f'<rect x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="none" '
+                                 f'stroke="{colour}"/>')
+                else:
+                    colour = "blue" if r["met"] else "red"
+                    parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
 
 
+def summary(targets, what):
+    """The two summary lines of one arm's answers to the targets."""
+    if not targets:
+        return []
+    return [f"- {what}: targets met (delay <= T and area <= the least baseline area meeting T) "
+            f"{sum(r['met'] for r in targets)} of {len(targets)}; mean gain over the reference area, an unmet "
+            f"target counting 0: {100 * mean([r['gain'] for r in targets]):.2f}%"]
+
+
 def report(rows):
-    targets = [r for r in rows if r["target"] is not None]
+    targets = [r for r in rows if r["kind"].startswith("target")]
+    annealed = [r for r in rows if r["kind"].startswith("anneal")]
     fastest = [r for r in rows if r["kind"] == "objective-delay"]
     circuits = sorted({r["circuit"] for r in rows})
     lines = [f"# Area under a delay target with learned delays ({FLOW})", "",
@@ -177,30 +214,36 @@ def report(rows):
                                  "The model is per-operator delays fitted to the oracle's delay; the extraction "
                                  "minimises the e-graph's DAG cost under the predicted delay bound, with no "
                                  "oracle call."), "",
-             f"- targets met (delay <= T and area <= the least baseline area meeting T): "
-             f"{sum(r['met'] for r in targets)} of {len(targets)}",
-             f"- mean gain over the reference area, an unmet target counting 0: "
-             f"{100 * mean([r['gain'] for r in targets]):.2f}%",
-             f"- `--objective delay` measured no slower than depth-greedy: {sum(r['met'] for r in fastest)} of "
-             f"{len(fastest)}",
-             f"- held-out fit (mean over runs): relative error "
-             f"{100 * mean([r['fit_relative_mae'] for r in fastest]):.2f}%, Spearman "
-             f"{mean([r['fit_spearman'] for r in fastest]):.3f} (unit depth: "
-             f"{mean([r['unit_depth_spearman'] for r in fastest]):.3f})", "",
-             "| circuit | seed | greedy | dag-greedy | depth-greedy | SmoothE | fit Spearman (unit) | "
-             "T | reference area | answer (area, delay) | predicted delay | met | gain |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             *summary(targets, "the model, zero calls per target"),
+             *summary(annealed, f"annealing with the oracle, {ANNEAL} calls per target"), ""]
+    if fastest:
+        lines[-1:-1] = [
+            f"- `--objective delay` measured no slower than depth-greedy: {sum(r['met'] for r in fastest)} of "
+            f"{len(fastest)}",
+            f"- held-out fit (mean over runs): relative error "
+            f"{100 * mean([r['fit_relative_mae'] for r in fastest]):.2f}%, Spearman "
+            f"{mean([r['fit_spearman'] for r in fastest]):.3f} (unit depth: "
+            f"{mean([r['unit_depth_spearman'] for r in fastest]):.3f})"]
+    lines += ["| circuit | seed | greedy | dag-greedy | depth-greedy | SmoothE | fit Spearman (unit) | "
+              "T | reference area | model (area, delay) | predicted delay | met | gain | annealing (area, delay) "
+              "| met | gain |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in circuits:
         for s in sorted({r["seed"] for r in rows if r["circuit"] == c}):
             mine = {r["kind"]: r for r in rows if r["circuit"] == c and r["seed"] == s}
             pts = [f"{fmt(mine[m]['area'], 1)}, {fmt(mine[m]['delay'], 2)}" for m in BASELINES]
             fit = f"{fmt(mine['greedy']['fit_spearman'], 3)} ({fmt(mine['greedy']['unit_depth_spearman'], 3)})"
             for k in range(4):
-                r = mine[f"target{k}"]
+                a = mine.get(f"anneal{k}")
+                r = mine.get(f"target{k}") or a
                 head = [c, str(s), *pts, fit] if k == 0 else ["", "", "", "", "", "", ""]
-                lines.append("| " + " | ".join(head + [
-                    fmt(r["target"]), fmt(r["reference_area"], 1), f"{fmt(r['area'], 1)}, {fmt(r['delay'])}",
-                    fmt(r["predicted_delay"]), "yes" if r["met"] else "no", f"{100 * r['gain']:.1f}%"]) + " |")
+                model = ([f"{fmt(r['area'], 1)}, {fmt(r['delay'])}", fmt(r["predicted_delay"]),
+                          "yes" if r["met"] else "no", f"{100 * r['gain']:.1f}%"]
+                         if f"target{k}" in mine else ["", "", "", ""])
+                anneal = ([f"{fmt(a['area'], 1)}, {fmt(a['delay'])}", "yes" if a["met"] else "no",
+                           f"{100 * a['gain']:.1f}%"] if a else ["", "", ""])
+                lines.append("| " + " | ".join(head + [fmt(r["target"]), fmt(r["reference_area"], 1), *model,
+                                                         *anneal]) + " |")
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     svg(rows, HERE / f"{NAME}.svg")
 

@@ -553,3 +553,57 @@ fn arrival_is_the_delays_summed_along_the_critical_path() {
         }
     }
 }
+
+#[test]
+fn search_minimises_measured_area_under_a_measured_delay_bound() {
+    let mul3 = format!("{}/datasets/esyn/mul3.json", env!("CARGO_MANIFEST_DIR"));
+    let original = smoothe::load::load_file(std::path::Path::new(&mul3)).unwrap();
+    let problem = preprocess(&original).unwrap();
+    let truth = OpDelays::from_map(BTreeMap::from([
+        ("*".to_string(), 2.0),
+        ("+".to_string(), 3.0),
+        ("!".to_string(), 0.5),
+        (LEAF_OP.to_string(), 0.25),
+    ]))
+    .unwrap();
+    // Unit depth-greedy is one of the starts, so the bound can be met.
+    let fast = DepthGreedy { delays: OpDelays::unit() }.extract(&problem).unwrap();
+    let bound = original_arrival(&original, problem.to_original(&fast).as_extraction(), &truth);
+    let command = hidden_delay_oracle();
+    let dir = std::env::temp_dir().join(format!("smoothe-search-goal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let labels = dir.join("labels.jsonl");
+    let out = dir.join("best.json");
+    let constraint = format!("delay<={bound}");
+    let search = |metric: Option<&str>| {
+        let mut a = vec!["search", "-q", "--oracle", &command, "--labels", labels.to_str().unwrap()];
+        a.extend(["--budget", "40", "--jobs", "1", "--objective", "area", "--constraint", &constraint]);
+        a.extend(metric.map(|m| ["--metric", m]).into_iter().flatten());
+        a.extend(["-o", out.to_str().unwrap(), &mul3]);
+        cli(&a)
+    };
+    let (code, _, err) = search(None);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["check", &mul3, out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+    let c = &result["constraints"][0];
+    assert_eq!((c["metric"].as_str(), c["met"].as_bool()), (Some("delay"), Some(true)), "{result}");
+    assert!(result["measured"]["delay"].as_f64().unwrap() <= bound, "{result}");
+    // The answer is the least area among the labels that meet the bound.
+    let log = std::fs::read_to_string(&labels).unwrap();
+    let labelled: Vec<(f64, f64)> = log
+        .lines()
+        .map(parse_json)
+        .map(|l| (l["metrics"]["area"].as_f64().unwrap(), l["metrics"]["delay"].as_f64().unwrap()))
+        .collect();
+    assert!(labelled.len() > 10 && labelled.len() <= 40, "{} labels", labelled.len());
+    let least = labelled.iter().filter(|(_, d)| *d <= bound).map(|(a, _)| *a).fold(f64::INFINITY, f64::min);
+    assert_eq!(result["measured"]["area"].as_f64(), Some(least), "{result}");
+    assert!(labelled.iter().any(|&(a, d)| d > bound && a < least), "the bound never bit: {labelled:?}");
+    // A metric list that leaves out a bounded metric is refused, naming it.
+    let (code, _, err) = search(Some("area"));
+    assert_ne!(code, 0);
+    assert!(err.contains("\"delay\" is not among --metric area"), "{err}");
+}

@@ -94,7 +94,10 @@ pub struct ExtractResult {
     pub optimum_error: Option<OptimumError>,
     /// With constraints: how each came out.
     pub constraints: Vec<ConstraintReport>,
-    /// With an objective or constraints: each metric's value by its model.
+    /// Each metric's value on the extraction by its model: the objective's
+    /// and the constraints' metrics, and with `--model` every metric the
+    /// model has (its ensemble's, as the optimiser scores it, and its
+    /// timing head's arrival).
     pub predicted: std::collections::BTreeMap<String, f64>,
 }
 
@@ -196,7 +199,7 @@ impl ExtractJob {
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
         let mut constraints = Vec::new();
-        let mut predicted = Default::default();
+        let mut predicted = std::collections::BTreeMap::new();
         if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
             let reduced = problem
                 .from_original(&outcome.extraction)
@@ -207,6 +210,25 @@ impl ExtractJob {
             extra.insert("predicted".into(), serde_json::to_value(&predicted)?);
             constraints = objective.report(&reduced);
             extra.insert("constraints".into(), serde_json::to_value(&constraints)?);
+        }
+        if let Some(m) = ensemble.as_ref() {
+            // Every metric the model has, whichever was optimised.
+            let reduced = problem
+                .from_original(&outcome.extraction)
+                .context("the extraction does not map onto the preprocessed graph (a bug)")?;
+            if let Some(head) = m.meta.timing.as_ref().filter(|h| !predicted.contains_key(&h.metric)) {
+                let timing = timing.clone().unwrap_or_else(|| Arc::new(TimingGraph::new(&problem)));
+                let arrival = timing.arrival(&reduced, &timing.delay_vector(&head.fit.op_delays()))?;
+                predicted.insert(head.metric.clone(), arrival);
+            }
+            let metric = m.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string());
+            if let std::collections::btree_map::Entry::Vacant(slot) = predicted.entry(metric) {
+                slot.insert(match &learned {
+                    Some(l) => l.cost_of(&reduced),
+                    None => bind(m)?.cost_of(&reduced),
+                });
+            }
+            extra.insert("predicted".into(), serde_json::to_value(&predicted)?);
         }
         let mut prediction = None;
         let optimum_error = learned.as_ref().and_then(|m| m.model().meta.optimum_error);

@@ -4,6 +4,7 @@
 
 use crate::extraction::OriginalExtraction;
 use crate::learn::anneal::{anneal, AnnealConfig, SearchOutcome};
+use crate::learn::goal::Goal;
 use crate::learn::labeler::Labeler;
 use crate::learn::labels::LabelLog;
 use crate::learn::oracle::OracleSettings;
@@ -29,6 +30,8 @@ pub struct SearchJob {
     pub oracle: OracleSettings,
     /// The search's settings.
     pub anneal: AnnealConfig,
+    /// What it minimises, under which bounds.
+    pub goal: Goal,
     /// The label log.
     pub labels: PathBuf,
     /// Other files the run writes (kept out of the oracle's identity).
@@ -46,16 +49,21 @@ impl SearchJob {
         let device = crate::device::parse(&self.device)?;
         let mut outputs: Vec<&Path> = vec![&self.labels];
         outputs.extend(self.outputs.iter().map(|p| p.as_path()));
-        let oracle = self.oracle.oracle(&outputs)?;
+        let settings = self.goal.oracle_settings(&self.oracle)?;
+        let oracle = settings.oracle(&outputs)?;
         let graph = load::load_file(egraph)?;
         let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
         let mut log = open_log(&self.labels)?;
-        let labeler = Labeler::new(&oracle, &self.oracle, egraph, &graph, progress);
-        let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, self.seed, &device);
+        let labeler = Labeler::new(&oracle, &settings, egraph, &graph, progress);
+        let outcome = anneal(&problem, &labeler, &mut log, &self.anneal, &self.goal, self.seed, &device);
         let _ = std::fs::remove_dir_all(&labeler.work_dir);
         let outcome = outcome?;
-        let extra = json!({ "real_cost": outcome.best_cost, "seed": self.seed, "calls": outcome.calls,
-                            "screen": self.anneal.screen, "trajectory": outcome.trajectory });
+        let mut extra = json!({ "real_cost": outcome.best_cost, "seed": self.seed, "calls": outcome.calls,
+                            "screen": self.anneal.screen, "trajectory": outcome.trajectory,
+                            "measured": outcome.measured });
+        if !self.goal.constraints.is_empty() {
+            extra["constraints"] = serde_json::to_value(&outcome.constraints)?;
+        }
         let result = outcome.best.result_json(&graph, "search", 0.0, extra)?;
         Ok((outcome, result))
     }

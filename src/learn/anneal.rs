@@ -7,15 +7,17 @@
 use super::active::linear_baseline;
 use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
+use super::goal::{Goal, MeasuredBound};
 use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::objective::{Conservatism, LearnedCost};
 use super::train::{train_on_labels, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::nudge;
-use crate::extract::{DagGreedy, Extractor, Greedy};
+use crate::extract::{DagGreedy, DepthGreedy, Extractor, Greedy};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
+use crate::timing::OpDelays;
 use anyhow::{bail, Result};
 use candle_core::Device;
 use rand::rngs::StdRng;
@@ -159,8 +161,13 @@ impl Default for AnnealConfig {
 pub struct SearchOutcome {
     /// The extraction with the least real cost.
     pub best: OriginalExtraction,
-    /// Its real cost.
+    /// Its score: its real cost, or under a [`Goal`] with bounds its
+    /// [`Goal::score`].
     pub best_cost: f64,
+    /// Every metric the oracle measured on it.
+    pub measured: std::collections::BTreeMap<String, f64>,
+    /// How it stands against the goal's bounds.
+    pub constraints: Vec<MeasuredBound>,
     /// Oracle calls made by this run (labels reused from the log excluded).
     pub calls: usize,
     /// Best real cost after each step: (labels asked for so far, best).
@@ -181,14 +188,25 @@ pub struct SearchOutcome {
 /// difference measures what the model adds. `seed` draws the moves, the
 /// acceptances and the linear start (made as [`linear_baseline`] makes the
 /// loop's); `device` holds the start's and the screening models' tensors.
+///
+/// Every cost is `goal`'s [`Goal::score`] of the label. With bounds, the
+/// least-depth extraction (depth-greedy with unit delays) is a fourth
+/// start, and screening is refused (its model learns one metric).
 pub fn anneal(
     problem: &Reduced,
     labeler: &Labeler,
     log: &mut LabelLog,
     config: &AnnealConfig,
+    goal: &Goal,
     seed: u64,
     device: &Device,
 ) -> Result<SearchOutcome> {
+    let bounded = !goal.constraints.is_empty() || goal.objective.is_some();
+    if bounded && config.screen > 0 {
+        bail!("a screened search learns one metric; it takes no --objective or --constraint");
+    }
+    let primary = labeler.oracle.primary();
+    let score = |l: &super::labels::Label| goal.score(l, primary);
     let g: &EGraph = &problem.graph;
     let original = labeler.graph;
     let oracle_id = labeler.oracle.identity();
@@ -196,8 +214,11 @@ pub fn anneal(
     let logged = log.calls(&fingerprint, &oracle_id).total;
     let mut budget = config.budget.saturating_sub(logged);
     let mut rng = StdRng::seed_from_u64(seed);
-    let starts =
-        [Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, seed, device)?];
+    let mut starts =
+        vec![Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, seed, device)?];
+    if !goal.constraints.is_empty() {
+        starts.push(DepthGreedy { delays: OpDelays::unit() }.extract(problem)?);
+    }
     let mut asked = 0;
     let mut calls = 0;
     let label = |log: &mut LabelLog,
@@ -207,7 +228,7 @@ pub fn anneal(
                  calls: &mut usize|
      -> Result<Vec<Option<f64>>> {
         let originals: Vec<OriginalExtraction> = items.iter().map(|e| problem.to_original(e)).collect();
-        let (costs, stats) = labeler.label(log, &originals, budget)?;
+        let (costs, stats) = labeler.label_scored(log, &originals, budget, &score)?;
         *asked += items.len();
         *calls += stats.calls;
         Ok(costs)
@@ -217,12 +238,16 @@ pub fn anneal(
     // (`train-cost`'s or another search's) too: the chain starts at the
     // cheapest start, or at a logged one that is cheaper still, and never
     // proposes a labelled one again.
-    let labelled = dataset(original, problem, log, &fingerprint, labeler.oracle, 0.0, &starts)?;
+    let mut labelled = Vec::new();
+    for (label, cost) in log.scored_for(&fingerprint, &oracle_id, score) {
+        let ex = OriginalExtraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
+        labelled.extend(problem.from_original(&ex).map(|e| (e, cost)));
+    }
     let Some((current, current_cost)) = starts
         .iter()
         .zip(&costs)
         .filter_map(|(e, c)| c.map(|c| (e, c)))
-        .chain(labelled.iter().map(|l| (&l.extraction, l.cost)))
+        .chain(labelled.iter().map(|(e, c)| (e, *c)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(e, c)| (e.clone(), c))
     else {
@@ -230,8 +255,7 @@ pub fn anneal(
     };
     let mut best = (current.clone(), current_cost);
     let mut trajectory = vec![(starts.len(), best.1)];
-    let mut seen: HashSet<Extraction> =
-        starts.iter().cloned().chain(labelled.into_iter().map(|l| l.extraction)).collect();
+    let mut seen: HashSet<Extraction> = starts.iter().cloned().chain(labelled.into_iter().map(|(e, _)| e)).collect();
     let mut chain = Chain::new(current, current_cost, config, budget / config.proposals.max(1));
     let mut stale = 0;
     // The design's feature layout, built once for every refit.
@@ -272,5 +296,8 @@ pub fn anneal(
         trajectory.push((asked, best.1));
     }
     let best_original = problem.to_original(&best.0).restricted_to_reachable(original)?;
-    Ok(SearchOutcome { best: best_original, best_cost: best.1, calls, trajectory })
+    let label = log.get(&labeler.key(&best_original, &oracle_id)?);
+    let measured = label.map(|l| l.measured()).unwrap_or_default();
+    let constraints = label.map(|l| goal.report(l)).unwrap_or_default();
+    Ok(SearchOutcome { best: best_original, best_cost: best.1, measured, constraints, calls, trajectory })
 }

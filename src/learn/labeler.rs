@@ -84,17 +84,30 @@ impl<'a> Labeler<'a> {
         items: &[OriginalExtraction],
         budget: &mut usize,
     ) -> Result<(Vec<Option<f64>>, LabelStats)> {
-        let oracle_id = self.oracle.identity();
         let metric = self.oracle.primary();
+        self.label_scored(log, items, budget, &|label: &Label| label.value(metric))
+    }
+
+    /// [`Labeler::label`], with each item's value read from its label by
+    /// `score` (for example a [`super::goal::Goal`]'s) instead of the
+    /// oracle's primary metric.
+    pub fn label_scored(
+        &self,
+        log: &mut LabelLog,
+        items: &[OriginalExtraction],
+        budget: &mut usize,
+        score: &(dyn Fn(&Label) -> Option<f64> + Sync),
+    ) -> Result<(Vec<Option<f64>>, LabelStats)> {
+        let oracle_id = self.oracle.identity();
         let mut stats = LabelStats::default();
         let mut costs = vec![None; items.len()];
         let mut todo: Vec<(usize, (String, String, String))> = Vec::new();
         let mut queued = std::collections::HashSet::new();
         for (i, ex) in items.iter().enumerate() {
             let key = self.key(ex, &oracle_id)?;
-            let known = log.get(&key).filter(|l| l.value(metric).is_some() || log.attempts(&key) > self.retries);
+            let known = log.get(&key).filter(|l| !l.failed() || log.attempts(&key) > self.retries);
             if let Some(label) = known {
-                costs[i] = label.value(metric);
+                costs[i] = score(label);
                 stats.reused += 1;
             } else if queued.contains(&key) {
                 // Same extraction twice in one batch: filled in below.
@@ -124,17 +137,18 @@ impl<'a> Labeler<'a> {
                     let mut guard = shared.lock().expect("labeler lock");
                     let (log, costs, stats, best) = &mut *guard;
                     match result.and_then(|label| {
-                        let cost = label.value(metric);
-                        log.append(label).map(|_| cost)
+                        let cost = score(&label);
+                        let failed = label.failed();
+                        log.append(label).map(|_| (cost, failed))
                     }) {
-                        Ok(cost) => {
+                        Ok((cost, failed)) => {
                             stats.calls += 1;
-                            match cost {
-                                Some(c) => {
-                                    costs[*item] = Some(c);
-                                    *best = best.min(c);
-                                }
-                                None => stats.failed += 1,
+                            if let Some(c) = cost {
+                                costs[*item] = Some(c);
+                                *best = best.min(c);
+                            }
+                            if failed {
+                                stats.failed += 1;
                             }
                             let n = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
                             self.progress.advance(n, &format!("failed {}, best {:.6}", stats.failed, best));
@@ -158,7 +172,7 @@ impl<'a> Labeler<'a> {
         for (i, ex) in items.iter().enumerate() {
             if costs[i].is_none() {
                 if let Some(label) = log.get(&self.key(ex, &oracle_id)?) {
-                    costs[i] = label.value(metric);
+                    costs[i] = score(label);
                 }
             }
         }

@@ -47,6 +47,15 @@ impl Label {
         pick(&self.metrics, metric)
     }
 
+    /// Every metric measured: the oracle's numbers, or a legacy label's
+    /// `cost` under [`BARE_METRIC`] (empty for a failed call).
+    pub fn measured(&self) -> Measurement {
+        match (self.metrics.is_empty(), self.cost) {
+            (true, Some(c)) => [(BARE_METRIC.to_string(), c)].into(),
+            _ => self.metrics.clone(),
+        }
+    }
+
     /// Whether the call failed.
     pub fn failed(&self) -> bool {
         self.error.is_some() || (self.metrics.is_empty() && self.cost.is_none())
@@ -208,12 +217,18 @@ impl LabelLog {
     /// (see [`Label::value`]), with it, one per extraction, sorted by
     /// extraction hash (a stable order).
     pub fn values_for(&self, egraph: &str, oracle: &str, metric: Option<&str>) -> Vec<(&Label, f64)> {
+        self.scored_for(egraph, oracle, |l| l.value(metric))
+    }
+
+    /// The labels for one e-graph and oracle that `score` gives a value,
+    /// with it, one per extraction, sorted by extraction hash.
+    pub fn scored_for(&self, egraph: &str, oracle: &str, score: impl Fn(&Label) -> Option<f64>) -> Vec<(&Label, f64)> {
         let mut out: Vec<(&Label, f64)> = self
             .index
             .iter()
             .filter(|(k, _)| k.0 == egraph && k.2 == oracle)
             .map(|(_, &i)| &self.labels[i])
-            .filter_map(|l| l.value(metric).map(|v| (l, v)))
+            .filter_map(|l| score(l).map(|v| (l, v)))
             .collect();
         out.sort_by(|a, b| a.0.extraction.cmp(&b.0.extraction));
         out

@@ -5,6 +5,8 @@ use crate::terminal::{bars, write_json};
 use anyhow::Result;
 use smoothe::jobs::SearchJob;
 use smoothe::learn::anneal::AnnealConfig;
+use smoothe::learn::goal::Goal;
+use smoothe::timing::objective::Constraint;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -23,6 +25,15 @@ pub struct SearchArgs {
     /// per step (0: no model).
     #[arg(long, default_value_t = 0)]
     screen: usize,
+    /// The measured metric to minimise (one the oracle prints; default: its
+    /// first --metric).
+    #[arg(long, value_name = "METRIC")]
+    objective: Option<String>,
+    /// An upper bound on a measured metric, such as 'delay<=12';
+    /// repeatable. The result is the least objective meeting every bound,
+    /// or the least-violating extraction when none found does.
+    #[arg(long = "constraint", value_name = "METRIC<=VALUE")]
+    constraints: Vec<Constraint>,
     /// Label log.
     #[arg(long)]
     labels: PathBuf,
@@ -41,6 +52,7 @@ pub struct SearchArgs {
 pub fn run(a: SearchArgs) -> Result<ExitCode> {
     init_threads(a.run.threads.unwrap_or(0))?;
     let oracle = a.oracle.settings();
+    let goal = Goal { objective: a.objective, constraints: a.constraints };
     let anneal = AnnealConfig {
         budget: a.budget,
         moves: a.moves,
@@ -51,6 +63,7 @@ pub fn run(a: SearchArgs) -> Result<ExitCode> {
     let job = SearchJob {
         oracle,
         anneal,
+        goal,
         labels: a.labels,
         outputs: a.output.iter().cloned().collect(),
         seed: a.seed,
@@ -59,5 +72,8 @@ pub fn run(a: SearchArgs) -> Result<ExitCode> {
     let (outcome, result) = job.run(&a.egraph, bars(!a.run.quiet))?;
     write_json(a.output.as_deref(), &result)?;
     eprintln!("search: best real cost {} after {} oracle calls", outcome.best_cost, outcome.calls);
+    for c in &outcome.constraints {
+        eprintln!("  {} {} (bound {}): {}", c.metric, c.measured, c.bound, if c.met { "met" } else { "NOT met" });
+    }
     Ok(ExitCode::SUCCESS)
 }
