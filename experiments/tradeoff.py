@@ -205,9 +205,12 @@ def report(rows):
     circuits = sorted({r["circuit"] for r in rows})
     lines = [f"# Area under a delay target with learned delays ({FLOW})", "",
              f"Written by `experiments/tradeoff.py` (NAME={NAME}, MODEL={MODEL}, seeds "
-             f"{' '.join(map(str, SEEDS))}, {BUDGET if MODEL == 'train-cost' else SAMPLES} oracle calls per "
-             f"circuit, {LIMIT} s per extraction). ABC with `examples/oracles/cells.genlib` measures "
-             "(area, delay). " + ("`train-cost --metric area,delay` learns area (the ensemble) and delay "
+             f"{' '.join(map(str, SEEDS))}, " + (f"{ANNEAL} annealing calls per target" if MODEL == "none" else
+                                                 f"{BUDGET if MODEL == 'train-cost' else SAMPLES} oracle calls per "
+                                                 "circuit") + f", {LIMIT} s per extraction). ABC with `examples/oracles/cells.genlib` measures "
+             "(area, delay). " + ("No model: oracle-in-the-loop annealing alone, the ceiling of what search with the oracle reaches "
+                                 "at this budget." if MODEL == "none" else
+                                 "`train-cost --metric area,delay` learns area (the ensemble) and delay "
                                  "(per-operator delays, arrival time over the chosen DAG) from the same calls; "
                                  "`extract --model M --objective area --constraint delay<=T` answers each "
                                  "target with no oracle call." if MODEL == "train-cost" else
