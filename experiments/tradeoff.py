@@ -203,7 +203,8 @@ def report(rows):
     annealed = [r for r in rows if r["kind"].startswith("anneal")]
     fastest = [r for r in rows if r["kind"] == "objective-delay"]
     circuits = sorted({r["circuit"] for r in rows})
-    lines = [f"# Area under a delay target with learned delays ({FLOW})", "",
+    title = ": annealing with the oracle" if MODEL == "none" else " with learned delays"
+    lines = [f"# Area under a delay target{title} ({FLOW})", "",
              f"Written by `experiments/tradeoff.py` (NAME={NAME}, MODEL={MODEL}, seeds "
              f"{' '.join(map(str, SEEDS))}, " + (f"{ANNEAL} annealing calls per target" if MODEL == "none" else
                                                  f"{BUDGET if MODEL == 'train-cost' else SAMPLES} oracle calls per "
@@ -227,10 +228,12 @@ def report(rows):
             f"{100 * mean([r['fit_relative_mae'] for r in fastest]):.2f}%, Spearman "
             f"{mean([r['fit_spearman'] for r in fastest]):.3f} (unit depth: "
             f"{mean([r['unit_depth_spearman'] for r in fastest]):.3f})"]
-    lines += ["| circuit | seed | greedy | dag-greedy | depth-greedy | SmoothE | fit Spearman (unit) | "
-              "T | reference area | model (area, delay) | predicted delay | met | gain | annealing (area, delay) "
-              "| met | gain |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    has_model = bool(targets)
+    header = ["circuit", "seed", "greedy", "dag-greedy", "depth-greedy", "SmoothE"] + \
+        (["fit Spearman (unit)"] if has_model else []) + ["T", "reference area"] + \
+        (["model (area, delay)", "predicted delay", "met", "gain"] if has_model else []) + \
+        ["annealing (area, delay)", "met", "gain"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in circuits:
         for s in sorted({r["seed"] for r in rows if r["circuit"] == c}):
             mine = {r["kind"]: r for r in rows if r["circuit"] == c and r["seed"] == s}
@@ -239,10 +242,11 @@ def report(rows):
             for k in range(4):
                 a = mine.get(f"anneal{k}")
                 r = mine.get(f"target{k}") or a
-                head = [c, str(s), *pts, fit] if k == 0 else ["", "", "", "", "", "", ""]
+                head = [c, str(s), *pts] + ([fit] if has_model else []) if k == 0 else \
+                    [""] * (7 if has_model else 6)
                 model = ([f"{fmt(r['area'], 1)}, {fmt(r['delay'])}", fmt(r["predicted_delay"]),
                           "yes" if r["met"] else "no", f"{100 * r['gain']:.1f}%"]
-                         if f"target{k}" in mine else ["", "", "", ""])
+                         if f"target{k}" in mine else ["", "", "", ""]) if has_model else []
                 anneal = ([f"{fmt(a['area'], 1)}, {fmt(a['delay'])}", "yes" if a["met"] else "no",
                            f"{100 * a['gain']:.1f}%"] if a else ["", "", ""])
                 lines.append("| " + " | ".join(head + [fmt(r["target"]), fmt(r["reference_area"], 1), *model,
