@@ -25,9 +25,13 @@ Per circuit and seed, with ABC mapping through examples/oracles/abc_metrics.sh
    same way. MODEL=none skips the model (for the ceiling run,
    NAME=ceiling MODEL=none ANNEAL=750: ten times the budget).
 
+METRIC=power puts power (which abc_metrics.sh prints too) in place of area
+throughout: learned, minimised under the targets and scored.
+
     experiments/tradeoff.sh                      # every circuit, seed 0
     SEEDS="0 1 2" CIRCUITS="esyn/C432" experiments/tradeoff.sh
     NAME=tradeoff-dch FLOW="strash; dch; map" experiments/tradeoff.sh
+    NAME=tradeoff-power METRIC=power experiments/tradeoff.sh
     python3 experiments/tradeoff.py --report     # redraw from the CSV
 
 Writes experiments/NAME.csv, NAME.md and NAME.svg; scratch output (label
@@ -48,6 +52,8 @@ SAMPLES = os.environ.get("SAMPLES", "100")
 MODEL = os.environ.get("MODEL", "train-cost")
 BUDGET = os.environ.get("BUDGET", "300")
 ANNEAL = os.environ.get("ANNEAL", "75")
+# The metric minimised under the delay target (the oracle prints area, delay and power).
+M = os.environ.get("METRIC", "area")
 ORACLE = f"ABC_SCRIPT='{FLOW}' {ROOT / 'examples' / 'oracles' / 'abc_metrics.sh'}"
 OUT = HERE / "out" / NAME
 BASELINES = ["greedy", "dag-greedy", "depth-greedy", "smoothe"]
@@ -81,16 +87,16 @@ def one(task):
         extract(graph, out, seed, "--method", m)
         points[m] = measure(graph, out)
     if MODEL == "none":
-        fit, use, area = None, None, None
+        fit, use, objective = None, None, None
     elif MODEL == "train-cost":
         model = d / "model.safetensors"
         # A model already in the run folder is reused: delete the folder to retrain.
         if not model.exists():
-            run([BIN, "train-cost", "-q", "--oracle", ORACLE, "--metric", "area,delay", "--budget", BUDGET, "--seed", seed,
+            run([BIN, "train-cost", "-q", "--oracle", ORACLE, "--metric", f"{M},delay", "--budget", BUDGET, "--seed", seed,
                  "--force", "--out", model, graph])
         fit = model_meta(model)["timing"]
         use = ["--model", model]
-        area = ["--objective", "area"]
+        objective = ["--objective", M]
     else:
         p = subprocess.run([str(BIN), "fit-delays", "-q", "--oracle", ORACLE, "--metric", "delay", "--samples",
                             SAMPLES, "--seed", str(seed), "--labels", str(d / "labels.jsonl"), "-o",
@@ -99,31 +105,31 @@ def one(task):
             raise RuntimeError(f"fit-delays {circuit}: {p.stderr}")
         fit = json.loads(p.stdout)
         use = ["--op-delays", d / "delays.json"]
-        area = []
+        objective = []
     fit_cols = {"fit_relative_mae": fit and fit["test_relative_mae"], "fit_spearman": fit and fit["test_spearman"],
                 "unit_depth_spearman": fit and fit["test_spearman_unit_depth"]}
-    rows = [{**base, "kind": m, "target": None, "area": v["area"], "delay": v["delay"], "predicted_delay": None,
-             "reference_area": None, "met": None, "gain": None, **fit_cols} for m, v in points.items()]
+    rows = [{**base, "kind": m, "target": None, M: v[M], "delay": v["delay"], "predicted_delay": None,
+             f"reference_{M}": None, "met": None, "gain": None, **fit_cols} for m, v in points.items()]
     delays = [v["delay"] for v in points.values()]
     lo, hi = min(delays), max(delays)
     for k in range(4):
         t = round(lo + k * (hi - lo) / 3, 6)
-        ref = min(v["area"] for v in points.values() if v["delay"] <= t + EPS)
+        ref = min(v[M] for v in points.values() if v["delay"] <= t + EPS)
 
         def scored(kind, got, predicted):
-            met = got["delay"] <= t + EPS and got["area"] <= ref + EPS
-            return {**base, "kind": kind, "target": t, "area": got["area"], "delay": got["delay"],
-                    "predicted_delay": predicted, "reference_area": ref, "met": int(met),
-                    "gain": (ref - got["area"]) / ref if met else 0.0, **fit_cols}
+            met = got["delay"] <= t + EPS and got[M] <= ref + EPS
+            return {**base, "kind": kind, "target": t, M: got[M], "delay": got["delay"],
+                    "predicted_delay": predicted, f"reference_{M}": ref, "met": int(met),
+                    "gain": (ref - got[M]) / ref if met else 0.0, **fit_cols}
 
         if use is not None:
             out = d / f"target{k}.json"
-            result = extract(graph, out, seed, "--constraint", f"delay<={t}", *use, *area)
+            result = extract(graph, out, seed, "--constraint", f"delay<={t}", *use, *objective)
             rows.append(scored(f"target{k}", measure(graph, out), result["delay"]))
         # Annealing with the oracle at ANNEAL calls, its own log per target.
         out, log = d / f"anneal{k}-{ANNEAL}.json", d / f"anneal{k}-{ANNEAL}.labels.jsonl"
         log.unlink(missing_ok=True)
-        run([BIN, "search", "-q", "--oracle", ORACLE, "--objective", "area", "--constraint", f"delay<={t}",
+        run([BIN, "search", "-q", "--oracle", ORACLE, "--objective", M, "--constraint", f"delay<={t}",
              "--budget", ANNEAL, "--seed", seed, "--labels", log, "-o", out, graph])
         rows.append(scored(f"anneal{k}", json.loads(out.read_text())["measured"], None))
     if use is None:
@@ -131,8 +137,8 @@ def one(task):
     out = d / "fastest.json"
     result = extract(graph, out, seed, "--objective", "delay", *use)
     got = measure(graph, out)
-    rows.append({**base, "kind": "objective-delay", "target": None, "area": got["area"], "delay": got["delay"],
-                 "predicted_delay": result["delay"], "reference_area": None,
+    rows.append({**base, "kind": "objective-delay", "target": None, M: got[M], "delay": got["delay"],
+                 "predicted_delay": result["delay"], f"reference_{M}": None,
                  "met": int(got["delay"] <= points["depth-greedy"]["delay"] + EPS), "gain": None, **fit_cols})
     return rows
 
@@ -162,15 +168,15 @@ def svg(rows, path):
         ox, oy = (i % cols) * w, (i // cols) * h
         mine = [r for r in rows if r["circuit"] == c and r["seed"] == min(SEEDS)]
         xs = [r["delay"] for r in mine] + [r["target"] for r in mine if r["target"] is not None]
-        ys = [r["area"] for r in mine]
+        ys = [r[M] for r in mine]
         x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
         sx = lambda x: ox + pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)
         sy = lambda y: oy + h - pad + (y0 - y) / ((y1 - y0) or 1) * (h - 2 * pad)
         parts.append(f'<text x="{ox + pad}" y="{oy + 15}" font-weight="bold">{c} ({FLOW})</text>')
         parts.append(f'<text x="{ox + w / 2}" y="{oy + h - 8}">delay</text>')
-        parts.append(f'<text x="{ox + 4}" y="{oy + h / 2}">area</text>')
+        parts.append(f'<text x="{ox + 4}" y="{oy + h / 2}">{M}</text>')
         for r in mine:
-            x, y = sx(r["delay"]), sy(r["area"])
+            x, y = sx(r["delay"]), sy(r[M])
             if r["kind"] in BASELINES:
                 parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="grey"/>')
                 parts.append(f'<text x="{x + 5:.1f}" y="{y - 4:.1f}" fill="grey">{r["kind"]}</text>')
@@ -193,8 +199,8 @@ def summary(targets, what):
     """The two summary lines of one arm's answers to the targets."""
     if not targets:
         return []
-    return [f"- {what}: targets met (delay <= T and area <= the least baseline area meeting T) "
-            f"{sum(r['met'] for r in targets)} of {len(targets)}; mean gain over the reference area, an unmet "
+    return [f"- {what}: targets met (delay <= T and {M} <= the least baseline {M} meeting T) "
+            f"{sum(r['met'] for r in targets)} of {len(targets)}; mean gain over the reference {M}, an unmet "
             f"target counting 0: {100 * mean([r['gain'] for r in targets]):.2f}%"]
 
 
@@ -204,16 +210,16 @@ def report(rows):
     fastest = [r for r in rows if r["kind"] == "objective-delay"]
     circuits = sorted({r["circuit"] for r in rows})
     title = ": annealing with the oracle" if MODEL == "none" else " with learned delays"
-    lines = [f"# Area under a delay target{title} ({FLOW})", "",
+    lines = [f"# {M.capitalize()} under a delay target{title} ({FLOW})", "",
              f"Written by `experiments/tradeoff.py` (NAME={NAME}, MODEL={MODEL}, seeds "
              f"{' '.join(map(str, SEEDS))}, " + (f"{ANNEAL} annealing calls per target" if MODEL == "none" else
                                                  f"{BUDGET if MODEL == 'train-cost' else SAMPLES} oracle calls per "
                                                  "circuit") + f", {LIMIT} s per extraction). ABC with `examples/oracles/cells.genlib` measures "
-             "(area, delay). " + ("No model: oracle-in-the-loop annealing alone, the ceiling of what search with the oracle reaches "
+             f"({M}, delay). " + ("No model: oracle-in-the-loop annealing alone, the ceiling of what search with the oracle reaches "
                                  "at this budget." if MODEL == "none" else
-                                 "`train-cost --metric area,delay` learns area (the ensemble) and delay "
+                                 f"`train-cost --metric {M},delay` learns {M} (the ensemble) and delay "
                                  "(per-operator delays, arrival time over the chosen DAG) from the same calls; "
-                                 "`extract --model M --objective area --constraint delay<=T` answers each "
+                                 f"`extract --model M --objective {M} --constraint delay<=T` answers each "
                                  "target with no oracle call." if MODEL == "train-cost" else
                                  "The model is per-operator delays fitted to the oracle's delay; the extraction "
                                  "minimises the e-graph's DAG cost under the predicted delay bound, with no "
@@ -230,26 +236,26 @@ def report(rows):
             f"{mean([r['unit_depth_spearman'] for r in fastest]):.3f})"]
     has_model = bool(targets)
     header = ["circuit", "seed", "greedy", "dag-greedy", "depth-greedy", "SmoothE"] + \
-        (["fit Spearman (unit)"] if has_model else []) + ["T", "reference area"] + \
-        (["model (area, delay)", "predicted delay", "met", "gain"] if has_model else []) + \
-        ["annealing (area, delay)", "met", "gain"]
+        (["fit Spearman (unit)"] if has_model else []) + ["T", f"reference {M}"] + \
+        ([f"model ({M}, delay)", "predicted delay", "met", "gain"] if has_model else []) + \
+        [f"annealing ({M}, delay)", "met", "gain"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in circuits:
         for s in sorted({r["seed"] for r in rows if r["circuit"] == c}):
             mine = {r["kind"]: r for r in rows if r["circuit"] == c and r["seed"] == s}
-            pts = [f"{fmt(mine[m]['area'], 1)}, {fmt(mine[m]['delay'], 2)}" for m in BASELINES]
+            pts = [f"{fmt(mine[m][M], 1)}, {fmt(mine[m]['delay'], 2)}" for m in BASELINES]
             fit = f"{fmt(mine['greedy']['fit_spearman'], 3)} ({fmt(mine['greedy']['unit_depth_spearman'], 3)})"
             for k in range(4):
                 a = mine.get(f"anneal{k}")
                 r = mine.get(f"target{k}") or a
                 head = [c, str(s), *pts] + ([fit] if has_model else []) if k == 0 else \
                     [""] * (7 if has_model else 6)
-                model = ([f"{fmt(r['area'], 1)}, {fmt(r['delay'])}", fmt(r["predicted_delay"]),
+                model = ([f"{fmt(r[M], 1)}, {fmt(r['delay'])}", fmt(r["predicted_delay"]),
                           "yes" if r["met"] else "no", f"{100 * r['gain']:.1f}%"]
                          if f"target{k}" in mine else ["", "", "", ""]) if has_model else []
-                anneal = ([f"{fmt(a['area'], 1)}, {fmt(a['delay'])}", "yes" if a["met"] else "no",
+                anneal = ([f"{fmt(a[M], 1)}, {fmt(a['delay'])}", "yes" if a["met"] else "no",
                            f"{100 * a['gain']:.1f}%"] if a else ["", "", ""])
-                lines.append("| " + " | ".join(head + [fmt(r["target"]), fmt(r["reference_area"], 1), *model,
+                lines.append("| " + " | ".join(head + [fmt(r["target"]), fmt(r[f"reference_{M}"], 1), *model,
                                                          *anneal]) + " |")
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     svg(rows, HERE / f"{NAME}.svg")

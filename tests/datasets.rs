@@ -40,11 +40,13 @@ fn check_all(dir: &Path) -> usize {
 }
 
 #[test]
+#[ignore = "slow tier: cargo test --release -- --ignored"]
 fn shipped_datasets_extract_validly() {
     assert!(check_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets")) >= 3);
 }
 
 #[test]
+#[ignore = "slow tier: cargo test --release -- --ignored"]
 fn shared_datasets_extract_validly() {
     match shared_datasets() {
         Some(dir) => assert!(check_all(&dir) > 50),

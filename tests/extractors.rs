@@ -414,6 +414,7 @@ fn twins_are_dropped_for_an_oracle_and_map_onto_the_kept_one() {
 }
 
 #[test]
+#[ignore = "slow tier: cargo test --release -- --ignored"]
 fn the_model_start_is_the_one_the_loop_labels_whatever_the_steps() {
     use smoothe::extract::{linear_start, SmoothE, SmoothEConfig};
     use smoothe::learn::active::linear_baseline;

@@ -48,6 +48,7 @@ fn fresh(name: &str) -> PathBuf {
 }
 
 #[test]
+#[ignore = "slow tier: cargo test --release -- --ignored"]
 fn cluster_jobs_do_not_outlive_a_timeout_or_an_interrupt() {
     if let Some(why) = slurm_missing() {
         eprintln!("SKIPPED cluster_jobs_do_not_outlive_a_timeout_or_an_interrupt: no working Slurm here ({why}); start one as root with .ci/slurm.sh");

@@ -22,14 +22,13 @@ use crate::extract::{SmoothE, SmoothEConfig};
 use crate::files::write_json;
 use crate::learn::active::{loop_smoothe, train_cost, TrainCostConfig, TrainCostOutcome};
 use crate::learn::corpus::{train_corpus, Design};
+use crate::learn::front::fit_timing_head;
 use crate::learn::labeler::Labeler;
 use crate::learn::labels::LabelLog;
-use crate::learn::metrics::in_test_split;
 use crate::learn::network::Ensemble;
 use crate::learn::oracle::{Oracle, OracleSettings};
 use crate::progress::{quiet, Observer};
-use crate::timing::fit::{fit_and_test, FitConfig, TimingHead, TimingLabel};
-use crate::timing::{TimingGraph, TIMING_METRIC};
+use crate::timing::TIMING_METRIC;
 use crate::{load, preprocess};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -216,7 +215,16 @@ impl TrainCostJob {
             train_cost(d.original, d.problem, d.labeler, &mut log, &config, &optimiser, init, &device).and_then(
                 |mut o| {
                     if timed {
-                        o.model.meta.timing = Some(fit_timing_head(d, &log, self.train_cost.train.test_fraction)?);
+                        let head = fit_timing_head(
+                            d.original,
+                            d.problem,
+                            &log,
+                            &d.labeler.oracle.identity(),
+                            TIMING_METRIC,
+                            self.train_cost.train.test_fraction,
+                        )
+                        .with_context(|| format!("{}: fitting the {TIMING_METRIC} model", d.name))?;
+                        o.model.meta.timing = Some(head);
                     }
                     Ok((o.model.clone(), vec![o]))
                 },
@@ -295,25 +303,4 @@ fn label_timing_samples(d: &Design, log: &mut LabelLog, config: &TrainCostConfig
     let originals: Vec<_> = samples.iter().map(|e| d.problem.to_original(e)).collect();
     let (costs, _) = d.labeler.label(log, &originals, &mut budget)?;
     Ok(costs.iter().flatten().count())
-}
-
-/// Fits the static-timing model of [`TIMING_METRIC`] to every label of
-/// design `d` that has that metric, holding out `test_fraction` of them
-/// (by extraction hash, as the ensemble's split).
-fn fit_timing_head(d: &Design, log: &LabelLog, test_fraction: f64) -> Result<TimingHead> {
-    let oracle = &d.labeler.oracle;
-    let mut labels = Vec::new();
-    for (label, value) in log.values_for(&d.original.fingerprint(), &oracle.identity(), Some(TIMING_METRIC)) {
-        let original = crate::extraction::OriginalExtraction::from_json(
-            d.original,
-            &serde_json::Value::Object(label.choices.clone()),
-        )?;
-        if let Some(extraction) = d.problem.from_original(&original) {
-            labels.push(TimingLabel { extraction, value, test: in_test_split(&label.extraction, test_fraction) });
-        }
-    }
-    let timing = std::sync::Arc::new(TimingGraph::new(d.problem));
-    let fit = fit_and_test(&timing, &labels, &FitConfig::default())
-        .with_context(|| format!("{}: fitting the {TIMING_METRIC} model", d.name))?;
-    Ok(TimingHead { metric: TIMING_METRIC.to_string(), fit })
 }

@@ -5,6 +5,7 @@
 use super::acquisition::{expected_improvement, Acquisition};
 use super::dataset::{dataset, Labelled};
 use super::features::{FeatureKind, Featurizer};
+use super::front;
 use super::labeler::Labeler;
 use super::labels::LabelLog;
 use super::measured::{self, MeasuredDesign};
@@ -14,12 +15,14 @@ use super::objective::{Conservatism, LearnedCost, Prediction};
 use super::reference::Reference;
 use super::selection_gp::SelectionGp;
 use super::train::{fine_tune, train_on_labels, TrainConfig};
+use crate::cost::CostModel;
 use crate::egraph::EGraph;
 use crate::extract::moves::{broad_sample, screening_pool};
 use crate::extract::{guided_search, linear_start, DagGreedy, Extractor, Greedy, GuidedSearch, SmoothE, SmoothEConfig};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
+use crate::timing::{TimingGraph, TIMING_METRIC};
 use anyhow::{bail, Result};
 use candle_core::Device;
 use rand::rngs::StdRng;
@@ -27,6 +30,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Best labelled extractions that candidates are drawn around.
 const PARENTS: usize = 8;
@@ -478,6 +482,12 @@ pub fn train_cost(
             None => e,
         }
     })?;
+    // With a delay metric beside the one the ensemble learns, rounds
+    // explore the trade-off between them (see [`front`]).
+    let primary = labeler.oracle.primary();
+    let front_metric = labeler.oracle.metrics.iter().skip(1).map(String::as_str).find(|m| *m == TIMING_METRIC);
+    let timing = Arc::new(TimingGraph::new(problem));
+    let mut round_delays = front::RoundDelays::default();
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
     let summary =
@@ -526,13 +536,43 @@ pub fn train_cost(
         };
         if config.acquisition != Acquisition::Random {
             // The model's own optimum, from the incumbent, and a few more
-            // of SmoothE's best distinct decodes.
-            let (best, pool, _) = run_smoothe(smoothe.seed + round as u64).optimise_pool(
-                problem,
-                &cost,
-                share.per_round,
-                &parents[..1],
-            )?;
+            // of SmoothE's best distinct decodes; with a delay metric
+            // beside, under a delay bound drawn for the round.
+            let front_round = match (primary, front_metric) {
+                (Some(primary), Some(metric)) => {
+                    match round_delays.update(original, problem, &timing, log, &oracle_id, metric)? {
+                        Some(delays) => {
+                            let area = LearnedCost::new(
+                                model.clone(),
+                                problem,
+                                original,
+                                config.conservatism,
+                                config.linear_weight,
+                                device,
+                            )?;
+                            let bases_and_best = [&bases[..], &parents[..1]].concat();
+                            front::draw_round(
+                                problem,
+                                &timing,
+                                delays,
+                                (primary, metric),
+                                Box::new(area),
+                                &bases_and_best,
+                                &mut rng,
+                                device,
+                            )?
+                        }
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            let (objective, starts): (&dyn CostModel, Vec<Extraction>) = match &front_round {
+                Some(f) => (&f.objective, vec![parents[0].clone(), f.fastest.clone()]),
+                None => (&cost, parents[..1].to_vec()),
+            };
+            let (best, pool, _) =
+                run_smoothe(smoothe.seed + round as u64).optimise_pool(problem, objective, share.per_round, &starts)?;
             let best = best.restricted_to_reachable(g)?;
             let predicted = cost.predict(std::slice::from_ref(&best))?[0];
             optimum = Some((best.clone(), predicted));

@@ -7,6 +7,7 @@ pub mod anneal;
 pub mod corpus;
 pub mod dataset;
 pub mod features;
+pub mod front;
 pub mod goal;
 pub mod labeler;
 pub mod labels;
