@@ -80,7 +80,7 @@ pub struct RoundDelays {
 
 impl RoundDelays {
     /// The delays for this round, refitted if the labels of `metric` in
-    /// `log` have grown enough; `None` while fewer than [`LEAST_LABELS`]
+    /// `log` have grown enough; `None` while fewer than `LEAST_LABELS` (10)
     /// carry it.
     pub fn update(
         &mut self,
