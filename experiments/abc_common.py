@@ -222,3 +222,26 @@ def cell(v):
         return int(v)
     n = num(v)
     return v if n is None else n
+
+MASK64 = (1 << 64) - 1
+
+
+def in_test_split(key, fraction=0.15):
+    """The loop's test split (src/learn/metrics.rs `in_test_split`): FNV-1a
+    of the extraction's key, mixed by the splitmix64 finaliser."""
+    h = 0xcbf29ce484222325
+    for b in key.encode():
+        h = ((h ^ b) * 0x100000001b3) & MASK64
+    h ^= h >> 30
+    h = (h * 0xbf58476d1ce4e5b9) & MASK64
+    h ^= h >> 27
+    h = (h * 0x94d049bb133111eb) & MASK64
+    h ^= h >> 31
+    return (h >> 11) / float(1 << 53) < fraction
+
+
+def model_meta(path):
+    """The metadata record of a smoothe model file (safetensors header)."""
+    raw = Path(path).read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    return json.loads(json.loads(raw[8:8 + size])["__metadata__"]["smoothe"])

@@ -15,39 +15,12 @@ writes `delay_transfer.csv` and `delay_transfer.md`.
 """
 import json
 import os
-from pathlib import Path
 
-from abc_common import HERE, SHARED, mean, write_rows
+from abc_common import HERE, SHARED, in_test_split, mean, model_meta, spearman, write_rows
 
 NAME = os.environ.get("NAME", "tradeoff-front")
 OUT = HERE / "out" / NAME
 LEAF = "<leaf>"
-TEST_FRACTION = 0.15
-MASK = (1 << 64) - 1
-
-
-def fnv(text):
-    h = 0xcbf29ce484222325
-    for b in text.encode():
-        h = ((h ^ b) * 0x100000001b3) & MASK
-    return h
-
-
-def in_test_split(key, fraction=TEST_FRACTION):
-    """The test split of `train-cost` (smoothe's `in_test_split`)."""
-    v = fnv(key)
-    v ^= v >> 30
-    v = (v * 0xbf58476d1ce4e5b9) & MASK
-    v ^= v >> 27
-    v = (v * 0x94d049bb133111eb) & MASK
-    v ^= v >> 31
-    return (v >> 11) / float(1 << 53) < fraction
-
-
-def model_meta(path):
-    raw = path.read_bytes()
-    size = int.from_bytes(raw[:8], "little")
-    return json.loads(json.loads(raw[8:8 + size])["__metadata__"]["smoothe"])
 
 
 def arrival(nodes, choices, roots, delays):
@@ -69,28 +42,6 @@ def arrival(nodes, choices, roots, delays):
     return max(at(r) for r in roots)
 
 
-def ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = mean(ra), mean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return num / den if den else float("nan")
-
-
 def main():
     runs = {}
     for d in sorted(OUT.glob("*-s*")):
@@ -99,7 +50,7 @@ def main():
             continue
         circuit = d.name.rsplit("-s", 1)[0].replace("-", "/", 1)
         graph = json.loads((SHARED / f"{circuit}.json").read_text())
-        nodes = {k: v for k, v in graph["nodes"].items()}
+        nodes = graph["nodes"]
         labels = [json.loads(line) for line in (d / "model.labels.jsonl").read_text().splitlines() if line.strip()]
         labels = [l for l in labels if "delay" in l.get("metrics", {})]
         delays = model_meta(model)["timing"]["delays"]

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from abc_common import (BIN, HERE, ROOT, SHARED, below, fmt, mean, oracle, oracle_label, pct, predict, read_rows,
-                        run, spearman, main_over_loops)
+from abc_common import (BIN, HERE, ROOT, SHARED, below, fmt, in_test_split, mean, oracle, oracle_label, pct, predict,
+                        read_rows, run, spearman, main_over_loops)
 
 NAME = os.environ.get("NAME", "selection_models")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")
@@ -53,21 +53,6 @@ RIDGE = [10.0 ** k for k in range(-5, 3)]
 RESAMPLES = 1000
 LENGTHS = [0.25, 0.5, 1, 2, 4, 8, 16, 32]
 NOISES = [0.01, 0.03, 0.1, 0.3, 1.0]
-MASK64 = (1 << 64) - 1
-
-
-def in_test_split(key, fraction=0.15):
-    """The loop's test split (src/learn/metrics.rs `in_test_split`): FNV-1a
-    of the extraction's key, mixed by the splitmix64 finaliser."""
-    h = 0xcbf29ce484222325
-    for b in key.encode():
-        h = ((h ^ b) * 0x100000001b3) & MASK64
-    h ^= h >> 30
-    h = (h * 0xbf58476d1ce4e5b9) & MASK64
-    h ^= h >> 27
-    h = (h * 0x94d049bb133111eb) & MASK64
-    h ^= h >> 31
-    return (h >> 11) / float(1 << 53) < fraction
 
 
 def chosen_nodes(graph, choices):

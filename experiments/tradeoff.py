@@ -42,7 +42,7 @@ import os
 import subprocess
 import sys
 
-from abc_common import BIN, CIRCUITS, HERE, ROOT, SHARED, mean, read_rows, run, run_all, write_rows
+from abc_common import BIN, CIRCUITS, HERE, ROOT, SHARED, mean, model_meta, read_rows, run, run_all, write_rows
 
 NAME = os.environ.get("NAME", "tradeoff")
 FLOW = os.environ.get("FLOW", "strash; map")
@@ -146,13 +146,6 @@ def one(task):
                  "predicted_delay": result["delay"], f"reference_{M}": None,
                  "met": int(got["delay"] <= points["depth-greedy"]["delay"] + EPS), "gain": None, **fit_cols})
     return rows
-
-
-def model_meta(path):
-    """The metadata record of a smoothe model file (safetensors header)."""
-    raw = path.read_bytes()
-    size = int.from_bytes(raw[:8], "little")
-    return json.loads(json.loads(raw[8:8 + size])["__metadata__"]["smoothe"])
 
 
 def fmt(v, digits=2):
