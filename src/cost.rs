@@ -38,6 +38,29 @@ pub trait CostModel: Send + Sync {
     }
 }
 
+/// A borrowed model is the model, so one built once can serve inside
+/// another (such as an objective under bounds) without a second copy.
+impl<M: CostModel + ?Sized> CostModel for &M {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn expected(&self, node_prob: &Tensor) -> Result<Tensor> {
+        (**self).expected(node_prob)
+    }
+    fn cost_of(&self, extraction: &Extraction) -> f64 {
+        (**self).cost_of(extraction)
+    }
+    fn costs_of(&self, extractions: &[Extraction]) -> Vec<f64> {
+        (**self).costs_of(extractions)
+    }
+    fn selection_costs(&self, extractions: &[Extraction]) -> Vec<f64> {
+        (**self).selection_costs(extractions)
+    }
+    fn optimum_charge(&self, optimum: &Extraction) -> f64 {
+        (**self).optimum_charge(optimum)
+    }
+}
+
 /// The linear (DAG) cost: the sum of the chosen nodes' costs, each class
 /// once. Its expectation is `sum_n P(n) cost(n)`.
 pub struct LinearCost {

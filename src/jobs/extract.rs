@@ -289,7 +289,7 @@ impl ExtractJob {
         options: &ExtractOptions,
         ensemble: Option<&Ensemble>,
         bind: &dyn Fn(&Ensemble) -> Result<LearnedCost>,
-    ) -> Result<Constrained> {
+    ) -> Result<Constrained<'static>> {
         let model = |name: &str| -> Result<Box<dyn CostModel>> {
             let Some(m) = ensemble else {
                 return metric_model(name, problem, timing, &options.op_delays, &options.device);

@@ -22,7 +22,6 @@ use crate::extract::{guided_search, linear_start, DagGreedy, Extractor, Greedy, 
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::progress::quiet;
-use crate::timing::{TimingGraph, TIMING_METRIC};
 use anyhow::{bail, Result};
 use candle_core::Device;
 use rand::rngs::StdRng;
@@ -30,7 +29,6 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::sync::Arc;
 
 /// Best labelled extractions that candidates are drawn around.
 const PARENTS: usize = 8;
@@ -484,10 +482,7 @@ pub fn train_cost(
     })?;
     // With a delay metric beside the one the ensemble learns, rounds
     // explore the trade-off between them (see [`front`]).
-    let primary = labeler.oracle.primary();
-    let front_metric = labeler.oracle.metrics.iter().skip(1).map(String::as_str).find(|m| *m == TIMING_METRIC);
-    let timing = Arc::new(TimingGraph::new(problem));
-    let mut round_delays = front::RoundDelays::default();
+    let mut front = front::Front::of(&labeler.oracle.metrics, problem);
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let best_of = |data: &[Labelled]| data.iter().map(|l| l.cost).fold(f64::INFINITY, f64::min);
     let summary =
@@ -538,34 +533,12 @@ pub fn train_cost(
             // The model's own optimum, from the incumbent, and a few more
             // of SmoothE's best distinct decodes; with a delay metric
             // beside, under a delay bound drawn for the round.
-            let front_round = match (primary, front_metric) {
-                (Some(primary), Some(metric)) => {
-                    match round_delays.update(original, problem, &timing, log, &oracle_id, metric)? {
-                        Some(delays) => {
-                            let area = LearnedCost::new(
-                                model.clone(),
-                                problem,
-                                original,
-                                config.conservatism,
-                                config.linear_weight,
-                                device,
-                            )?;
-                            let bases_and_best = [&bases[..], &parents[..1]].concat();
-                            front::draw_round(
-                                problem,
-                                &timing,
-                                delays,
-                                (primary, metric),
-                                Box::new(area),
-                                &bases_and_best,
-                                &mut rng,
-                                device,
-                            )?
-                        }
-                        None => None,
-                    }
+            let front_round = match front.as_mut() {
+                Some(front) => {
+                    let bases_and_best = [&bases[..], &parents[..1]].concat();
+                    front.draw(original, problem, log, &oracle_id, &cost, &bases_and_best, &mut rng, device)?
                 }
-                _ => None,
+                None => None,
             };
             let (objective, starts): (&dyn CostModel, Vec<Extraction>) = match &front_round {
                 Some(f) => (&f.objective, vec![parents[0].clone(), f.fastest.clone()]),

@@ -19,7 +19,7 @@ use crate::extraction::{Extraction, OriginalExtraction};
 use crate::preprocess::Reduced;
 use crate::timing::fit::{fit_and_test, fit_delays, FitConfig, TimingHead, TimingLabel};
 use crate::timing::objective::{Constrained, Constraint, DelayCost};
-use crate::timing::{OpDelays, TimingGraph};
+use crate::timing::{OpDelays, TimingGraph, TIMING_METRIC};
 use anyhow::Result;
 use candle_core::Device;
 use rand::Rng;
@@ -91,12 +91,16 @@ impl RoundDelays {
         oracle_id: &str,
         metric: &str,
     ) -> Result<Option<&OpDelays>> {
-        let labels = timing_labels(original, problem, log, oracle_id, metric, 0.0)?;
-        let stale = self.delays.is_none() || 4 * labels.len() >= 5 * self.fitted_on;
-        if labels.len() >= LEAST_LABELS && stale {
-            self.fitted_on = labels.len();
-            let (xs, ys): (Vec<Extraction>, Vec<f64>) = labels.into_iter().map(|l| (l.extraction, l.value)).unzip();
-            self.delays = Some(fit_delays(timing, &xs, &ys, &FitConfig::default())?.op_delays(timing));
+        // Counted from the log; read back into extractions only to refit.
+        let count = log.values_for(&original.fingerprint(), oracle_id, Some(metric)).len();
+        let stale = self.delays.is_none() || 4 * count >= 5 * self.fitted_on;
+        if count >= LEAST_LABELS && stale {
+            let labels = timing_labels(original, problem, log, oracle_id, metric, 0.0)?;
+            if labels.len() >= LEAST_LABELS {
+                self.fitted_on = count;
+                let (xs, ys): (Vec<Extraction>, Vec<f64>) = labels.into_iter().map(|l| (l.extraction, l.value)).unzip();
+                self.delays = Some(fit_delays(timing, &xs, &ys, &FitConfig::default())?.op_delays(timing));
+            }
         }
         Ok(self.delays.as_ref())
     }
@@ -104,9 +108,9 @@ impl RoundDelays {
 
 /// One round's objective on the front, and the extraction of least
 /// predicted delay to start it from.
-pub struct FrontRound {
+pub struct FrontRound<'a> {
     /// `objective` under the drawn bound on the delay metric.
-    pub objective: Constrained,
+    pub objective: Constrained<'a>,
     /// Depth-greedy with the fitted delays: exact for the least predicted
     /// delay, so it meets any bound drawn.
     pub fastest: Extraction,
@@ -119,16 +123,16 @@ pub struct FrontRound {
 /// `delays`) drawn uniformly between the least predicted delay and the
 /// greatest predicted delay among `bases`. `None` when the two ends meet.
 #[allow(clippy::too_many_arguments)]
-pub fn draw_round(
+pub fn draw_round<'a>(
     problem: &Reduced,
     timing: &Arc<TimingGraph>,
     delays: &OpDelays,
     (primary, metric): (&str, &str),
-    objective: Box<dyn CostModel>,
+    objective: &'a dyn CostModel,
     bases: &[Extraction],
     rng: &mut impl Rng,
     device: &Device,
-) -> Result<Option<FrontRound>> {
+) -> Result<Option<FrontRound<'a>>> {
     let vector = timing.delay_vector(delays);
     let fastest = DepthGreedy { delays: delays.clone() }.extract(problem)?;
     let lo = timing.arrival(&fastest, &vector)?;
@@ -140,8 +144,56 @@ pub fn draw_round(
     let bound = lo + rng.random::<f64>() * (hi - lo);
     let delay = Box::new(DelayCost::new(timing.clone(), delays, device)?);
     let constraint = Constraint { metric: metric.to_string(), bound };
-    let objective = Constrained::new(primary, objective, vec![(delay, constraint)], &bases[0]);
+    let objective = Constrained::new(primary, Box::new(objective), vec![(delay, constraint)], &bases[0]);
     Ok(Some(FrontRound { objective, fastest, bound }))
+}
+
+/// The front exploration of one loop: the metric the ensemble learns, the
+/// delay metric printed beside it, the design's timing structure and the
+/// delays fitted so far.
+pub struct Front {
+    primary: String,
+    metric: String,
+    timing: Arc<TimingGraph>,
+    delays: RoundDelays,
+}
+
+impl Front {
+    /// For an oracle printing `metrics` (the first is the one the ensemble
+    /// learns) on `problem`: `None` unless a later one is the delay metric.
+    pub fn of(metrics: &[String], problem: &Reduced) -> Option<Front> {
+        let (primary, rest) = metrics.split_first()?;
+        let metric = rest.iter().find(|m| *m == TIMING_METRIC)?;
+        Some(Front {
+            primary: primary.clone(),
+            metric: metric.clone(),
+            timing: Arc::new(TimingGraph::new(problem)),
+            delays: RoundDelays::default(),
+        })
+    }
+
+    /// This round's objective: `objective` (the model of the primary
+    /// metric) under a drawn delay bound ([`draw_round`]), with the delays
+    /// refitted to `log` when stale ([`RoundDelays::update`]); `None`
+    /// until enough labels carry the delay, or when no bound can be drawn.
+    #[allow(clippy::too_many_arguments)]
+    pub fn draw<'a>(
+        &mut self,
+        original: &EGraph,
+        problem: &Reduced,
+        log: &LabelLog,
+        oracle_id: &str,
+        objective: &'a dyn CostModel,
+        bases: &[Extraction],
+        rng: &mut impl Rng,
+        device: &Device,
+    ) -> Result<Option<FrontRound<'a>>> {
+        let Some(delays) = self.delays.update(original, problem, &self.timing, log, oracle_id, &self.metric)? else {
+            return Ok(None);
+        };
+        let metrics = (self.primary.as_str(), self.metric.as_str());
+        draw_round(problem, &self.timing, delays, metrics, objective, bases, rng, device)
+    }
 }
 
 #[cfg(test)]
@@ -196,9 +248,14 @@ mod tests {
         (g, p, log, dir)
     }
 
-    fn draw(p: &Reduced, delays: &OpDelays, bases: &[Extraction], seed: u64) -> Option<FrontRound> {
+    fn draw<'a>(
+        p: &Reduced,
+        delays: &OpDelays,
+        objective: &'a dyn CostModel,
+        bases: &[Extraction],
+        seed: u64,
+    ) -> Option<FrontRound<'a>> {
         let timing = Arc::new(TimingGraph::new(p));
-        let objective = Box::new(crate::cost::LinearCost::new(&p.graph, &Device::Cpu).unwrap());
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         draw_round(p, &timing, delays, ("area", "delay"), objective, bases, &mut rng, &Device::Cpu).unwrap()
     }
@@ -218,9 +275,10 @@ mod tests {
             timing.arrival(&fastest, &timing.delay_vector(&OpDelays::unit())).unwrap()
         };
         let delays = fitted(&g, &p, &log, &mut RoundDelays::default()).expect("40 labels are enough to fit delays");
+        let area = crate::cost::LinearCost::new(&p.graph, &Device::Cpu).unwrap();
         let mut bounds = Vec::new();
         for seed in 0..8 {
-            let round = draw(&p, &delays, &bases, seed).expect("the bases are slower than the fastest");
+            let round = draw(&p, &delays, &area, &bases, seed).expect("the bases are slower than the fastest");
             let fastest = round.objective.report(&round.fastest)[0].clone();
             // Labels that are the unit depth fit delays that predict it.
             assert!((fastest.predicted - least_depth).abs() <= 0.05 * least_depth, "{fastest:?} vs {least_depth}");

@@ -116,22 +116,22 @@ const INFEASIBLE: f64 = 1e6;
 /// An objective under upper bounds on other metrics. Relaxed, each
 /// violation is a hinge penalty; discrete, any violation ranks an
 /// extraction behind every feasible one.
-pub struct Constrained {
+pub struct Constrained<'a> {
     metric: String,
-    objective: Box<dyn CostModel>,
-    bounds: Vec<(Box<dyn CostModel>, Constraint)>,
+    objective: Box<dyn CostModel + 'a>,
+    bounds: Vec<(Box<dyn CostModel + 'a>, Constraint)>,
     /// The objective's magnitude on a reference extraction.
     scale: f64,
 }
 
-impl Constrained {
+impl<'a> Constrained<'a> {
     /// `objective` (the model of `metric`) subject to `bounds`;
     /// `reference` (a valid extraction) sets the scale that violations are
     /// weighed in.
     pub fn new(
         metric: &str,
-        objective: Box<dyn CostModel>,
-        bounds: Vec<(Box<dyn CostModel>, Constraint)>,
+        objective: Box<dyn CostModel + 'a>,
+        bounds: Vec<(Box<dyn CostModel + 'a>, Constraint)>,
         reference: &Extraction,
     ) -> Self {
         let scale = objective.cost_of(reference).abs().max(1e-9);
@@ -184,7 +184,7 @@ impl Constrained {
     }
 }
 
-impl CostModel for Constrained {
+impl CostModel for Constrained<'_> {
     fn name(&self) -> String {
         let bounds: Vec<String> = self.bounds.iter().map(|(_, c)| format!("{}<={}", c.metric, c.bound)).collect();
         format!("{} s.t. {}", self.objective.name(), bounds.join(", "))
