@@ -227,7 +227,7 @@ MASK64 = (1 << 64) - 1
 
 
 def in_test_split(key, fraction=0.15):
-    """The loop's test split (src/learn/metrics.rs `in_test_split`): FNV-1a
+    """The loop's test split (src/learn/model/metrics.rs `in_test_split`): FNV-1a
     of the extraction's key, mixed by the splitmix64 finaliser."""
     h = 0xcbf29ce484222325
     for b in key.encode():

@@ -111,7 +111,7 @@ def report(rows):
         f"Made by `experiments/selection_gp.sh`{'' if NAME == 'selection_gp' else f' (NAME={NAME})'}: oracle {oracle_label()}, {BUDGET} oracle calls, seeds "
         f"{sorted({r['seed'] for r in rows})}. `gp`: `train-cost --acquisition selection-gp`, whose screened pool "
         "is ranked by the lower confidence bound of a Gaussian process over this design's labelled extractions "
-        "(kernel `exp(-d / l)`, `d` the classes whose choice differs; `src/learn/selection_gp.rs`) instead of the "
+        "(kernel `exp(-d / l)`, `d` the classes whose choice differs; `src/learn/active/selection_gp.rs`) instead of the "
         f"ensemble; everything else as the loop. `loop` and `best model-free`: `{NOVELTY}` at the same seeds. "
         "`acq` and `explore`: mean real cost of the gp run's acquisition picks and of its random picks from the "
         "same pool. Positive % = the first is lower (better).",

@@ -48,92 +48,8 @@ pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Resu
     let wire = |c: ClassIdx| format!("_n{}", sanitize(g.class_name(c)));
     for &c in &order {
         let n: NodeIdx = extraction.choices()[c.index()].expect("checked");
-        let op = g.op(n);
-        let name = wire(c);
         let kids: Vec<Signal> = g.children(n).iter().map(|k| signal[k].clone()).collect();
-        let wires = |what: &str| -> Result<Vec<String>> {
-            kids.iter()
-                .map(|s| match s {
-                    Signal::Wire(w) => Ok(w.clone()),
-                    _ => bail!("node {:?} ({what}): an operand is not a single wire", g.node_name(n)),
-                })
-                .collect()
-        };
-        let arity = |k: usize| -> Result<()> {
-            if kids.len() != k {
-                bail!("node {:?}: operator {op:?} expects {k} operands, has {}", g.node_name(n), kids.len());
-            }
-            Ok(())
-        };
-        let sig = match op {
-            "*" | "and" => {
-                arity(2)?;
-                gate(&mut gates, &sorted(wires(op)?), &name, &["11"]);
-                Signal::Wire(name)
-            }
-            "+" | "or" => {
-                arity(2)?;
-                gate(&mut gates, &sorted(wires(op)?), &name, &["1-", "-1"]);
-                Signal::Wire(name)
-            }
-            "!" | "not" => {
-                arity(1)?;
-                gate(&mut gates, &wires(op)?, &name, &["0"]);
-                Signal::Wire(name)
-            }
-            "xor3" => {
-                arity(3)?;
-                let w = sorted(wires(op)?);
-                let mid = format!("{name}_x");
-                gate(&mut gates, &w[..2], &mid, &["10", "01"]);
-                gate(&mut gates, &sorted(vec![mid, w[2].clone()]), &name, &["10", "01"]);
-                Signal::Wire(name)
-            }
-            "maj" => {
-                arity(3)?;
-                gate(&mut gates, &sorted(wires(op)?), &name, &["11-", "1-1", "-11"]);
-                Signal::Wire(name)
-            }
-            "fa" => {
-                arity(3)?;
-                let w = sorted(wires(op)?);
-                let (sum, carry) = (format!("{name}_s"), format!("{name}_c"));
-                let mid = format!("{name}_x");
-                gate(&mut gates, &w[..2], &mid, &["10", "01"]);
-                gate(&mut gates, &sorted(vec![mid, w[2].clone()]), &sum, &["10", "01"]);
-                gate(&mut gates, &w, &carry, &["11-", "1-1", "-11"]);
-                Signal::Pair(sum, carry)
-            }
-            "fst" | "snd" => {
-                arity(1)?;
-                match &kids[0] {
-                    Signal::Pair(s, c) => Signal::Wire(if op == "fst" { s.clone() } else { c.clone() }),
-                    _ => bail!("node {:?}: {op} of something that is not a full adder", g.node_name(n)),
-                }
-            }
-            "&" | "out" => {
-                let mut outs = Vec::new();
-                for k in &kids {
-                    match k {
-                        Signal::Wire(w) => outs.push(w.clone()),
-                        Signal::Outputs(o) => outs.extend(o.iter().cloned()),
-                        Signal::Pair(..) => bail!("node {:?}: a full adder used as an output", g.node_name(n)),
-                    }
-                }
-                Signal::Outputs(outs)
-            }
-            "0" | "false" | "1" | "true" if kids.is_empty() => {
-                let rows: &[&str] = if op == "1" || op == "true" { &[""] } else { &[] };
-                gate(&mut gates, &[], &name, rows);
-                Signal::Wire(name)
-            }
-            _ if kids.is_empty() => {
-                let input = sanitize(op);
-                inputs.insert(input.clone());
-                Signal::Wire(input)
-            }
-            _ => bail!("node {:?}: operator {op:?} is not a boolean gate this exporter knows", g.node_name(n)),
-        };
+        let sig = node_signal(g, n, wire(c), &kids, &mut gates, &mut inputs)?;
         signal.insert(c, sig);
     }
     for &r in g.roots() {
@@ -154,6 +70,103 @@ pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Resu
     }
     out.push_str(".end\n");
     Ok(out)
+}
+
+/// The signal of node `n` (named `name` if it is a gate) from its
+/// operands' signals `kids`: its gates appended to `gates`, a primary
+/// input recorded in `inputs`. Errors name the node.
+fn node_signal(
+    g: &EGraph,
+    n: NodeIdx,
+    name: String,
+    kids: &[Signal],
+    gates: &mut String,
+    inputs: &mut BTreeSet<String>,
+) -> Result<Signal> {
+    let op = g.op(n);
+    let wires = |what: &str| -> Result<Vec<String>> {
+        kids.iter()
+            .map(|s| match s {
+                Signal::Wire(w) => Ok(w.clone()),
+                _ => bail!("node {:?} ({what}): an operand is not a single wire", g.node_name(n)),
+            })
+            .collect()
+    };
+    let arity = |k: usize| -> Result<()> {
+        if kids.len() != k {
+            bail!("node {:?}: operator {op:?} expects {k} operands, has {}", g.node_name(n), kids.len());
+        }
+        Ok(())
+    };
+    Ok(match op {
+        "*" | "and" => {
+            arity(2)?;
+            gate(gates, &sorted(wires(op)?), &name, &["11"]);
+            Signal::Wire(name)
+        }
+        "+" | "or" => {
+            arity(2)?;
+            gate(gates, &sorted(wires(op)?), &name, &["1-", "-1"]);
+            Signal::Wire(name)
+        }
+        "!" | "not" => {
+            arity(1)?;
+            gate(gates, &wires(op)?, &name, &["0"]);
+            Signal::Wire(name)
+        }
+        "xor3" => {
+            arity(3)?;
+            let w = sorted(wires(op)?);
+            let mid = format!("{name}_x");
+            gate(gates, &w[..2], &mid, &["10", "01"]);
+            gate(gates, &sorted(vec![mid, w[2].clone()]), &name, &["10", "01"]);
+            Signal::Wire(name)
+        }
+        "maj" => {
+            arity(3)?;
+            gate(gates, &sorted(wires(op)?), &name, &["11-", "1-1", "-11"]);
+            Signal::Wire(name)
+        }
+        "fa" => {
+            arity(3)?;
+            let w = sorted(wires(op)?);
+            let (sum, carry) = (format!("{name}_s"), format!("{name}_c"));
+            let mid = format!("{name}_x");
+            gate(gates, &w[..2], &mid, &["10", "01"]);
+            gate(gates, &sorted(vec![mid, w[2].clone()]), &sum, &["10", "01"]);
+            gate(gates, &w, &carry, &["11-", "1-1", "-11"]);
+            Signal::Pair(sum, carry)
+        }
+        "fst" | "snd" => {
+            arity(1)?;
+            match &kids[0] {
+                Signal::Pair(s, c) => Signal::Wire(if op == "fst" { s.clone() } else { c.clone() }),
+                _ => bail!("node {:?}: {op} of something that is not a full adder", g.node_name(n)),
+            }
+        }
+        "&" | "out" => {
+            let mut outs = Vec::new();
+            for k in kids {
+                match k {
+                    Signal::Wire(w) => outs.push(w.clone()),
+                    Signal::Outputs(o) => outs.extend(o.iter().cloned()),
+                    Signal::Pair(..) => bail!("node {:?}: a full adder used as an output", g.node_name(n)),
+                }
+            }
+            Signal::Outputs(outs)
+        }
+        "0" | "false" | "1" | "true" if kids.is_empty() => {
+            let rows: &[&str] = if op == "1" || op == "true" { &[""] } else { &[] };
+            gate(gates, &[], &name, rows);
+            Signal::Wire(name)
+        }
+        _ if kids.is_empty() => {
+            let input = sanitize(op);
+            inputs.insert(input.clone());
+            Signal::Wire(input)
+        }
+        _ => bail!("node {:?}: operator {op:?} is not a boolean gate this exporter knows", g.node_name(n)),
+    })
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {

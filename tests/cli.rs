@@ -120,8 +120,8 @@ fn every_listed_setting_name_parses_and_round_trips() {
     check::<smoothe::relax::Combine>();
     check::<smoothe::extract::OptimizerKind>();
     check::<smoothe::extract::Parameterisation>();
-    check::<smoothe::learn::features::FeatureKind>();
-    check::<smoothe::learn::acquisition::Acquisition>();
+    check::<smoothe::learn::model::features::FeatureKind>();
+    check::<smoothe::learn::active::acquisition::Acquisition>();
 }
 
 #[test]

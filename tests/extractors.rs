@@ -417,7 +417,7 @@ fn twins_are_dropped_for_an_oracle_and_map_onto_the_kept_one() {
 #[ignore = "slow tier: cargo test --release -- --ignored"]
 fn the_model_start_is_the_one_the_loop_labels_whatever_the_steps() {
     use smoothe::extract::{linear_start, SmoothE, SmoothEConfig};
-    use smoothe::learn::active::linear_baseline;
+    use smoothe::learn::active::config::linear_baseline;
     // A real circuit, where SmoothE's result moves with the steps it gets.
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/esyn/mul3.json");
     let g = smoothe::load::load_file(&path).unwrap();
@@ -485,7 +485,7 @@ fn smoothe_with_a_model_does_not_redraw_the_loops_broad_samples() {
     let problem = preprocess(&g).unwrap();
     let pg = &problem.graph;
     // The loop's own share of uniform draws among its broad samples.
-    let uniform = smoothe::learn::active::TrainCostConfig::default().uniform_fraction;
+    let uniform = smoothe::learn::active::config::TrainCostConfig::default().uniform_fraction;
     for seed in 0..3u64 {
         let options = opts(seed);
         let smoothe = extract::SmoothE {

@@ -11,9 +11,11 @@ use smoothe::cost::CostModel;
 use smoothe::egraph::EGraph;
 use smoothe::extract::{random_extraction, DagGreedy, Extractor};
 use smoothe::extraction::Extraction;
-use smoothe::learn::features::{FeatureKind, Featurizer};
-use smoothe::learn::objective::{Conservatism, LearnedCost};
-use smoothe::learn::train::{train, TrainConfig};
+use smoothe::learn::model::features::{FeatureKind, Featurizer};
+use smoothe::learn::model::fit::TrainConfig;
+use smoothe::learn::model::objective::LearnedCost;
+use smoothe::learn::model::train::train;
+use smoothe::learn::model::trust::Conservatism;
 use smoothe::preprocess::{preprocess, Reduced};
 
 fn one_hot(g: &EGraph, e: &Extraction) -> Tensor {

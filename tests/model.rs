@@ -5,10 +5,11 @@
 mod common;
 use common::learned::*;
 use common::*;
-use smoothe::learn::measured::{MeasuredDesign, MeasuredRow};
-use smoothe::learn::metrics::spearman;
-use smoothe::learn::network::Ensemble;
-use smoothe::learn::train::{train, TrainConfig};
+use smoothe::learn::model::fit::TrainConfig;
+use smoothe::learn::model::measured::{MeasuredDesign, MeasuredRow};
+use smoothe::learn::model::metrics::spearman;
+use smoothe::learn::model::network::Ensemble;
+use smoothe::learn::model::train::train;
 use std::path::{Path, PathBuf};
 
 #[test]
@@ -27,8 +28,8 @@ fn ensemble_fits_learns_ranks_round_trips_and_knows_what_it_does_not_know() {
     // Non-linear target with an interaction.
     let y: Vec<f64> = x.iter().map(|r| (r[0] * 3.0).powi(2) + 4.0 * r[1] * r[2] - 2.0 * r[3]).collect();
     let test: Vec<bool> = (0..x.len()).map(|i| i % 5 == 0).collect();
-    let layout = smoothe::learn::features::FeatureLayout {
-        kind: smoothe::learn::features::FeatureKind::OpCounts,
+    let layout = smoothe::learn::model::features::FeatureLayout {
+        kind: smoothe::learn::model::features::FeatureKind::OpCounts,
         names: (0..f).map(|i| format!("count:f{i}")).collect(),
     };
     let dev = device();
@@ -77,7 +78,7 @@ fn ensemble_fits_learns_ranks_round_trips_and_knows_what_it_does_not_know() {
 
 #[test]
 fn test_split_is_stable_and_about_the_asked_share() {
-    use smoothe::learn::metrics::in_test_split;
+    use smoothe::learn::model::metrics::in_test_split;
     let keys: Vec<String> = (0..4000).map(|i| format!("extraction-{i}")).collect();
     let share = keys.iter().filter(|k| in_test_split(k, 0.15)).count() as f64 / keys.len() as f64;
     assert!((share - 0.15).abs() < 0.03, "{share}");
@@ -170,7 +171,8 @@ fn shipped_corpus_models_know_their_designs_and_extract_a_new_one() {
 fn batched_predictions_match_one_at_a_time() {
     use rand::SeedableRng;
     use smoothe::cost::CostModel;
-    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    use smoothe::learn::model::objective::LearnedCost;
+    use smoothe::learn::model::trust::Conservatism;
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
@@ -197,8 +199,9 @@ fn an_unmeasured_optimum_on_its_own_design_pays_the_loops_optimism() {
     use rand::SeedableRng;
     use smoothe::cost::CostModel;
     use smoothe::extract::{DagGreedy, Extractor, Greedy};
-    use smoothe::learn::network::OptimumError;
-    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    use smoothe::learn::model::meta::OptimumError;
+    use smoothe::learn::model::objective::LearnedCost;
+    use smoothe::learn::model::trust::Conservatism;
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let shipped = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
@@ -237,7 +240,8 @@ fn a_frozen_choice_charges_an_unmeasured_candidate_its_expected_error() {
     use smoothe::cost::CostModel;
     use smoothe::extract::moves::nudge;
     use smoothe::extract::{DagGreedy, Extractor, Greedy};
-    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    use smoothe::learn::model::objective::LearnedCost;
+    use smoothe::learn::model::trust::Conservatism;
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let shipped = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
@@ -297,7 +301,8 @@ fn a_frozen_choice_charges_an_unmeasured_candidate_its_expected_error() {
 
 #[test]
 fn a_relative_model_measures_its_trust_region_in_the_spread_of_the_designs_own_labels() {
-    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    use smoothe::learn::model::objective::LearnedCost;
+    use smoothe::learn::model::trust::Conservatism;
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let load = |path: &str| Ensemble::load(Path::new(&repo(path)), &device()).unwrap();
@@ -345,7 +350,7 @@ fn damaged_model_files_are_refused_with_one_line() {
     let tensors = safetensors::SafeTensors::deserialize(&good).unwrap();
     let views: Vec<(String, safetensors::tensor::TensorView)> = tensors.tensors();
     // The good file's tensors under its metadata record edited by `edit`.
-    let edited = |edit: &dyn Fn(&mut smoothe::learn::network::ModelMeta)| {
+    let edited = |edit: &dyn Fn(&mut smoothe::learn::model::meta::ModelMeta)| {
         let mut meta = model.meta.clone();
         meta.checksum = stored["checksum"].as_str().unwrap().to_string();
         edit(&mut meta);
@@ -395,7 +400,7 @@ fn damaged_model_files_are_refused_with_one_line() {
 
 #[test]
 fn expected_improvement_matches_the_gaussian_formula() {
-    use smoothe::learn::acquisition::expected_improvement as ei;
+    use smoothe::learn::active::acquisition::expected_improvement as ei;
     // At the incumbent with unit spread: the standard normal density at 0.
     assert!((ei(0.0, 0.0, 1.0) - 0.398_942_28).abs() < 1e-6);
     // No spread: the plain improvement.
@@ -410,7 +415,7 @@ fn expected_improvement_matches_the_gaussian_formula() {
 
 #[test]
 fn a_relative_model_bound_to_a_design_predicts_in_its_units() {
-    use smoothe::learn::reference::Reference;
+    use smoothe::learn::model::reference::Reference;
     let f = 5;
     let (x, y) = synthetic(3, 150, f, 1.0);
     let test = vec![false; x.len()];
@@ -448,7 +453,7 @@ fn a_relative_model_bound_to_a_design_predicts_in_its_units() {
 
 #[test]
 fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
-    use smoothe::learn::train::fine_tune;
+    use smoothe::learn::model::train::fine_tune;
     let f = 5;
     let dev = device();
     let cfg = TrainConfig::default();
@@ -456,7 +461,7 @@ fn fine_tuning_adapts_to_new_labels_and_keeps_the_model_with_too_few() {
     let mut base = train(&x, &y, &vec![false; x.len()], layout(f), &cfg, 1, &dev).unwrap();
     // As if a loop had trained it: the error of its optima there is its
     // own, not the fine-tuned model's.
-    base.meta.optimum_error = smoothe::learn::network::OptimumError::of(&[(100.0, 104.0)]);
+    base.meta.optimum_error = smoothe::learn::model::meta::OptimumError::of(&[(100.0, 104.0)]);
     assert!(base.meta.optimum_error.is_some());
     // A related design: the same function with one term changed.
     let (x_new, y_new) = synthetic(5, 60, f, -2.0);
@@ -653,7 +658,7 @@ fn format_5_models_read_their_residual_rows_as_one_weight_per_anchor() {
     let names: Vec<String> = candle_core::safetensors::load(&again, &dev).unwrap().into_keys().collect();
     assert!(names.contains(&"residual.weights".to_string()) && !names.contains(&"residual.rows".to_string()));
     let reloaded = Ensemble::load(&again, &dev).unwrap();
-    assert_eq!(reloaded.meta.format, smoothe::learn::network::MODEL_FORMAT);
+    assert_eq!(reloaded.meta.format, smoothe::learn::model::meta::MODEL_FORMAT);
     check(&reloaded, "saved and reloaded");
 }
 

@@ -5,8 +5,8 @@
 mod common;
 use common::learned::*;
 use common::*;
-use smoothe::learn::labels::{Label, LabelLog};
-use smoothe::learn::oracle::{parse_cost, parse_metric_list, parse_metrics, Oracle, Verdict};
+use smoothe::learn::oracle::labels::{Label, LabelLog};
+use smoothe::learn::oracle::process::{parse_cost, parse_metric_list, parse_metrics, Oracle, Verdict};
 use std::time::Duration;
 
 #[test]
@@ -191,7 +191,7 @@ fn label_measures_extractions_through_the_log() {
 #[test]
 fn misbehaving_oracles_get_the_right_verdict_in_bounded_time() {
     let dummy = temp_file("dummy-misbehave.json", "{}");
-    let bound = Duration::from_secs(2) + smoothe::learn::oracle::TERMINATION_GRACE + Duration::from_secs(3);
+    let bound = Duration::from_secs(2) + smoothe::learn::oracle::process::TERMINATION_GRACE + Duration::from_secs(3);
     let cases: Vec<(&str, &str, Option<f64>)> = vec![
         ("nan.sh", "echo NaN", None),
         ("inf.sh", "echo inf", None),

@@ -4,7 +4,7 @@
 mod common;
 use common::learned::*;
 use common::*;
-use smoothe::learn::labels::Label;
+use smoothe::learn::oracle::labels::Label;
 
 #[test]
 #[ignore = "slow tier: cargo test --release -- --ignored"]

@@ -26,7 +26,7 @@ fn jobs(name: &str) -> usize {
 }
 
 fn wait_for_empty_queue(name: &str, what: &str) {
-    let deadline = Instant::now() + smoothe::learn::oracle::TERMINATION_GRACE + Duration::from_secs(5);
+    let deadline = Instant::now() + smoothe::learn::oracle::process::TERMINATION_GRACE + Duration::from_secs(5);
     while jobs(name) > 0 {
         assert!(Instant::now() < deadline, "{what}: jobs named {name} still queued: {}", jobs(name));
         std::thread::sleep(Duration::from_millis(200));

@@ -473,7 +473,7 @@ fn train_cost_learns_area_and_delay_from_the_same_calls_and_extract_bounds_the_l
     assert!(lines.iter().all(|l| l["metrics"]["area"].is_number() && l["metrics"]["delay"].is_number()));
     // The model file carries the ensemble's metric and a timing head
     // that predicts held-out delays.
-    let meta = smoothe::learn::network::Ensemble::load(&model, &candle_core::Device::Cpu).unwrap().meta;
+    let meta = smoothe::learn::model::network::Ensemble::load(&model, &candle_core::Device::Cpu).unwrap().meta;
     assert_eq!(meta.metric.as_deref(), Some("area"));
     let head = meta.timing.expect("a timing head");
     assert!(head.fit.test > 0 && head.fit.test_relative_mae < 0.01, "{head:?}");

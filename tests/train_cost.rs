@@ -5,9 +5,9 @@
 mod common;
 use common::learned::*;
 use common::*;
-use smoothe::learn::labels::{Label, LabelLog};
-use smoothe::learn::network::Ensemble;
-use smoothe::learn::oracle::Oracle;
+use smoothe::learn::model::network::Ensemble;
+use smoothe::learn::oracle::labels::{Label, LabelLog};
+use smoothe::learn::oracle::process::Oracle;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -234,8 +234,9 @@ fn samplers_give_valid_extractions_near_their_parents() {
 #[test]
 fn the_trust_region_loosens_only_where_the_loops_optima_measured_as_predicted() {
     use rand::SeedableRng;
-    use smoothe::learn::network::OptimumError;
-    use smoothe::learn::objective::{Conservatism, LearnedCost};
+    use smoothe::learn::model::meta::OptimumError;
+    use smoothe::learn::model::objective::LearnedCost;
+    use smoothe::learn::model::trust::Conservatism;
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let shipped = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
@@ -306,7 +307,8 @@ fn interrupting_train_cost_stops_its_oracle_calls() {
     };
     let oracle_pids: Vec<i32> =
         std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
-    let deadline = std::time::Instant::now() + smoothe::learn::oracle::TERMINATION_GRACE + Duration::from_secs(5);
+    let deadline =
+        std::time::Instant::now() + smoothe::learn::oracle::process::TERMINATION_GRACE + Duration::from_secs(5);
     while oracle_pids.iter().any(|&p| alive(p)) {
         assert!(std::time::Instant::now() < deadline, "oracle processes outlived train-cost: {oracle_pids:?}");
         std::thread::sleep(Duration::from_millis(50));
@@ -538,8 +540,8 @@ fn train_cost_stops_at_once_when_the_oracle_fails_on_every_baseline() {
 fn baselines_stay_in_the_training_split_whatever_their_hash() {
     use rand::SeedableRng;
     use smoothe::extract::{random_extraction, DagGreedy, Extractor, Greedy};
-    use smoothe::learn::dataset::dataset;
-    use smoothe::learn::extraction_key;
+    use smoothe::learn::model::dataset::dataset;
+    use smoothe::learn::oracle::identity::extraction_key;
     use smoothe::preprocess::preprocess;
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = preprocess(&original).unwrap();

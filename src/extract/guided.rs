@@ -308,16 +308,7 @@ pub fn with_model<'a>(
     samples: usize,
 ) -> Result<Box<dyn Extractor + 'a>> {
     Ok(match name {
-        "smoothe" => Box::new(SmoothEWith {
-            smoothe: SmoothE {
-                config: options.smoothe.clone(),
-                seed: options.seed,
-                device: options.device.clone(),
-                progress: options.progress.clone(),
-            },
-            model,
-            original,
-        }),
+        "smoothe" => Box::new(SmoothEWith { smoothe: options.smoothe(), model, original }),
         "random" => Box::new(BestOfRandom { samples, seed: options.seed, model }),
         other => bail!("method {other:?} cannot take a cost model; use smoothe or random"),
     })

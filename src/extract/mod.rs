@@ -74,6 +74,18 @@ impl Default for ExtractOptions {
     }
 }
 
+impl ExtractOptions {
+    /// SmoothE with these settings, seed, device and progress observer.
+    pub fn smoothe(&self) -> SmoothE {
+        SmoothE {
+            config: self.smoothe.clone(),
+            seed: self.seed,
+            device: self.device.clone(),
+            progress: self.progress.clone(),
+        }
+    }
+}
+
 /// Names accepted by [`by_name`].
 pub const METHODS: &[&str] = &["greedy", "dag-greedy", "depth-greedy", "random", "smoothe"];
 
@@ -84,12 +96,7 @@ pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor
         "dag-greedy" => Box::new(DagGreedy),
         "depth-greedy" => Box::new(DepthGreedy { delays: options.op_delays.clone() }),
         "random" => Box::new(RandomExtractor { seed: options.seed }),
-        "smoothe" => Box::new(SmoothE {
-            config: options.smoothe.clone(),
-            seed: options.seed,
-            device: options.device.clone(),
-            progress: options.progress.clone(),
-        }),
+        "smoothe" => Box::new(options.smoothe()),
         other => bail!("unknown method {other:?}; expected one of {}", METHODS.join(", ")),
     })
 }

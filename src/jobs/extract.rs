@@ -3,15 +3,20 @@
 //! the result.
 
 use crate::cost::{CostModel, QuadraticCost};
-use crate::extract::{self, DagGreedy, ExtractOptions, Extractor, SmoothE, SmoothEConfig, TimedSmoothE};
-use crate::learn::network::{Ensemble, OptimumError};
-use crate::learn::objective::{Conservatism, DesignFit, LearnedCost, Prediction};
+use crate::extract::{self, DagGreedy, ExtractOptions, Extractor, SmoothEConfig, TimedSmoothE};
+use crate::extraction::Extraction;
+use crate::learn::model::meta::OptimumError;
+use crate::learn::model::network::Ensemble;
+use crate::learn::model::objective::{DesignFit, LearnedCost, Prediction};
+use crate::learn::model::trust::Conservatism;
 use crate::progress::Observer;
 use crate::timing::objective::{metric_model, Constrained, Constraint, ConstraintReport, DelayCost, METRICS};
 use crate::timing::{OpDelays, TimingGraph};
 use crate::{load, preprocess};
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -84,21 +89,105 @@ pub struct ExtractResult {
     pub classes: usize,
     /// Seconds, preprocessing included.
     pub seconds: f64,
-    /// With a learned model: its verdict on the extraction.
-    pub prediction: Option<Prediction>,
-    /// With a learned model: whether it was trained on this design and,
-    /// for a relative model, the reference cost it was scaled by.
-    pub design: Option<DesignFit>,
-    /// With a model trained by the loop: how far its own optima measured
-    /// from their predictions there.
-    pub optimum_error: Option<OptimumError>,
+    /// With a learned model as the objective: its verdict on the
+    /// extraction and what shaped it.
+    pub verdict: Option<ModelVerdict>,
     /// With constraints: how each came out.
     pub constraints: Vec<ConstraintReport>,
     /// Each metric's value on the extraction by its model: the objective's
     /// and the constraints' metrics, and with `--model` every metric the
     /// model has (its ensemble's, as the optimiser scores it, and its
     /// timing head's arrival).
-    pub predicted: std::collections::BTreeMap<String, f64>,
+    pub predicted: BTreeMap<String, f64>,
+}
+
+/// A learned model's verdict on the extraction it chose, and what shaped
+/// the choice.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelVerdict {
+    /// Its prediction for the extraction.
+    pub prediction: Prediction,
+    /// Whether it was trained on this design and, for a relative model,
+    /// the reference cost it was scaled by.
+    pub design: DesignFit,
+    /// What a step away from the training data cost the optimiser, in the
+    /// design's units.
+    pub trust_unit: f64,
+    /// The label spread such a step costs by default.
+    pub label_spread: f64,
+    /// With a model trained by the loop: how far its own optima measured
+    /// from their predictions there.
+    pub optimum_error: Option<OptimumError>,
+    /// Which candidate the frozen choice kept (`smoothe`: the model's own
+    /// optimum; `greedy`, `dag-greedy`, `linear`: a model-free one), when
+    /// the extractor made that choice.
+    pub pick: Option<String>,
+    /// What the model's own optimum was charged before that choice.
+    pub optimum_charge: Option<f64>,
+}
+
+/// The part of an extractor's details that the frozen choice writes.
+#[derive(Deserialize)]
+struct ChoiceDetails {
+    pick: Option<String>,
+    optimum_charge: Option<f64>,
+}
+
+impl ModelVerdict {
+    /// The verdict of `model` on `reduced`, with the choice recorded in
+    /// the extractor's `details`.
+    fn of(model: &LearnedCost, reduced: &Extraction, details: &Map<String, Value>) -> Result<ModelVerdict> {
+        let choice: ChoiceDetails = serde_json::from_value(Value::Object(details.clone()))?;
+        Ok(ModelVerdict {
+            prediction: model.predict(std::slice::from_ref(reduced))?[0],
+            design: model.design_fit(),
+            trust_unit: model.trust_unit(),
+            label_spread: model.label_spread(),
+            optimum_error: model.model().meta.optimum_error,
+            pick: choice.pick,
+            optimum_charge: choice.optimum_charge,
+        })
+    }
+
+    /// Adds the verdict to the result file's details.
+    fn describe(&self, extra: &mut Map<String, Value>) -> Result<()> {
+        extra.insert("prediction".into(), serde_json::to_value(self.prediction)?);
+        extra.insert("trained_on_design".into(), json!(self.design.trained_on_design));
+        extra.insert("trust_unit".into(), json!(self.trust_unit));
+        extra.insert("label_spread".into(), json!(self.label_spread));
+        if let Some(r) = self.design.reference {
+            extra.insert("reference".into(), serde_json::to_value(r)?);
+        }
+        if let Some(o) = self.optimum_error {
+            extra.insert("optimum_error".into(), serde_json::to_value(o)?);
+        }
+        Ok(())
+    }
+}
+
+/// Adds to `predicted` every metric `model` has that is not there yet:
+/// its timing head's arrival and its ensemble's cost (by `learned`, or the
+/// model bound by `bind`).
+fn every_metric(
+    model: &Ensemble,
+    reduced: &Extraction,
+    timing: &TimingGraph,
+    learned: Option<&LearnedCost>,
+    bind: &dyn Fn(&Ensemble) -> Result<LearnedCost>,
+    predicted: &mut BTreeMap<String, f64>,
+) -> Result<()> {
+    if let Some(head) = model.meta.timing.as_ref().filter(|h| !predicted.contains_key(&h.metric)) {
+        let arrival = timing.arrival(reduced, &timing.delay_vector(&head.fit.op_delays()))?;
+        predicted.insert(head.metric.clone(), arrival);
+    }
+    let metric = model.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string());
+    if let std::collections::btree_map::Entry::Vacant(slot) = predicted.entry(metric) {
+        slot.insert(match learned {
+            Some(l) => l.cost_of(reduced),
+            None => bind(model)?.cost_of(reduced),
+        });
+    }
+    Ok(())
 }
 
 impl ExtractJob {
@@ -123,23 +212,10 @@ impl ExtractJob {
             Some(path) => OpDelays::load(path)?,
             None => OpDelays::unit(),
         };
-        let options = ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress, op_delays };
+        let mut options =
+            ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress, op_delays };
         let timed = self.objective.is_some() || !self.constraints.is_empty();
-        let method = self.method.clone().unwrap_or_else(|| {
-            if self.model.is_some() || self.quadratic.is_some() || timed { "smoothe" } else { "dag-greedy" }.to_string()
-        });
-        if timed {
-            if self.quadratic.is_some() {
-                bail!(
-                    "--objective and --constraint take the model-free metrics ({}) or a --model's; they cannot \
-                     be combined with --quadratic",
-                    METRICS.join(", ")
-                );
-            }
-            if method != "smoothe" {
-                bail!("--objective and --constraint need --method smoothe, not {method}");
-            }
-        }
+        let method = self.method_checked(timed)?;
         let graph = load::load_file(egraph)?;
         let start = Instant::now();
         let ensemble = match &self.model {
@@ -148,7 +224,6 @@ impl ExtractJob {
         };
         // A model's timing head sets the delays of depth-greedy's start and
         // of the reported delay, unless --op-delays names others.
-        let mut options = options;
         if let (None, Some(head)) = (&self.op_delays, ensemble.as_ref().and_then(|m| m.meta.timing.as_ref())) {
             options.op_delays = head.fit.op_delays();
         }
@@ -172,22 +247,14 @@ impl ExtractJob {
             (None, Some(q)) => Some(q),
             (None, None) => None,
         };
-        let (timed_objective, timing) = match timed {
-            true => {
-                let timing = Arc::new(TimingGraph::new(&problem));
-                let objective = self.timed_objective(&problem, &timing, &options, ensemble.as_ref(), &bind)?;
-                (Some(objective), Some(timing))
-            }
-            false => (None, None),
+        let timing = timed.then(|| Arc::new(TimingGraph::new(&problem)));
+        let timed_objective = match &timing {
+            Some(timing) => Some(self.timed_objective(&problem, timing, &options, ensemble.as_ref(), &bind)?),
+            None => None,
         };
         let extractor = match (cost_model, &timed_objective) {
             (_, Some(objective)) => Box::new(TimedSmoothE {
-                smoothe: SmoothE {
-                    config: options.smoothe.clone(),
-                    seed: options.seed,
-                    device: options.device.clone(),
-                    progress: options.progress.clone(),
-                },
+                smoothe: options.smoothe(),
                 model: objective,
                 delays: options.op_delays.clone(),
             }),
@@ -196,76 +263,68 @@ impl ExtractJob {
         };
         let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
         let seconds = start.elapsed().as_secs_f64();
+        let reduced = problem
+            .from_original(&outcome.extraction)
+            .context("the extraction does not map onto the preprocessed graph (a bug)")?;
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
         let mut constraints = Vec::new();
-        let mut predicted = std::collections::BTreeMap::new();
+        let mut predicted = BTreeMap::new();
         if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
-            let reduced = problem
-                .from_original(&outcome.extraction)
-                .context("the extraction does not map onto the preprocessed graph (a bug)")?;
             extra.insert("delay".into(), json!(timing.arrival(&reduced, &timing.delay_vector(&options.op_delays))?));
             extra.insert("objective".into(), json!(self.objective_metric(ensemble.as_ref())));
             predicted = objective.predicted(&reduced);
-            extra.insert("predicted".into(), serde_json::to_value(&predicted)?);
             constraints = objective.report(&reduced);
             extra.insert("constraints".into(), serde_json::to_value(&constraints)?);
         }
         if let Some(m) = ensemble.as_ref() {
-            // Every metric the model has, whichever was optimised.
-            let reduced = problem
-                .from_original(&outcome.extraction)
-                .context("the extraction does not map onto the preprocessed graph (a bug)")?;
-            if let Some(head) = m.meta.timing.as_ref().filter(|h| !predicted.contains_key(&h.metric)) {
-                let timing = timing.clone().unwrap_or_else(|| Arc::new(TimingGraph::new(&problem)));
-                let arrival = timing.arrival(&reduced, &timing.delay_vector(&head.fit.op_delays()))?;
-                predicted.insert(head.metric.clone(), arrival);
-            }
-            let metric = m.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string());
-            if let std::collections::btree_map::Entry::Vacant(slot) = predicted.entry(metric) {
-                slot.insert(match &learned {
-                    Some(l) => l.cost_of(&reduced),
-                    None => bind(m)?.cost_of(&reduced),
-                });
-            }
+            let timing = timing.clone().unwrap_or_else(|| Arc::new(TimingGraph::new(&problem)));
+            every_metric(m, &reduced, &timing, learned.as_ref(), &bind, &mut predicted)?;
+        }
+        if timed || !predicted.is_empty() {
             extra.insert("predicted".into(), serde_json::to_value(&predicted)?);
         }
-        let mut prediction = None;
-        let optimum_error = learned.as_ref().and_then(|m| m.model().meta.optimum_error);
-        if let Some(m) = &learned {
-            let reduced = problem
-                .from_original(&outcome.extraction)
-                .context("the extraction does not map onto the preprocessed graph (a bug)")?;
-            let p = m.predict(std::slice::from_ref(&reduced))?[0];
-            extra.insert("prediction".into(), serde_json::to_value(p)?);
-            let design = m.design_fit();
-            extra.insert("trained_on_design".into(), json!(design.trained_on_design));
-            // What a step away from the training data cost the optimiser,
-            // against the label spread it costs by default.
-            extra.insert("trust_unit".into(), json!(m.trust_unit()));
-            extra.insert("label_spread".into(), json!(m.label_spread()));
-            if let Some(r) = design.reference {
-                extra.insert("reference".into(), serde_json::to_value(r)?);
-            }
-            if let Some(o) = optimum_error {
-                extra.insert("optimum_error".into(), serde_json::to_value(o)?);
-            }
-            prediction = Some(p);
+        let verdict = match &learned {
+            Some(m) => Some(ModelVerdict::of(m, &reduced, &outcome.details)?),
+            None => None,
+        };
+        if let Some(v) = &verdict {
+            v.describe(&mut extra)?;
         }
+        let classes = outcome.extraction.choices().iter().filter(|c| c.is_some()).count();
         let json = outcome.extraction.result_json(&graph, &method, seconds, Value::Object(extra))?;
-        let classes = json["choices"].as_object().map_or(0, |m| m.len());
         Ok(ExtractResult {
             method,
             json,
             dag_cost: outcome.dag_cost,
             classes,
             seconds,
-            prediction,
-            design: learned.as_ref().map(|m| m.design_fit()),
-            optimum_error,
+            verdict,
             constraints,
             predicted,
         })
+    }
+
+    /// The method to run (the named one, or `smoothe` where a model,
+    /// pairwise costs or metrics ask for one, else `dag-greedy`), checked
+    /// against `--objective`/`--constraint` (`timed`).
+    fn method_checked(&self, timed: bool) -> Result<String> {
+        let method = self.method.clone().unwrap_or_else(|| {
+            if self.model.is_some() || self.quadratic.is_some() || timed { "smoothe" } else { "dag-greedy" }.to_string()
+        });
+        if timed {
+            if self.quadratic.is_some() {
+                bail!(
+                    "--objective and --constraint take the model-free metrics ({}) or a --model's; they cannot \
+                     be combined with --quadratic",
+                    METRICS.join(", ")
+                );
+            }
+            if method != "smoothe" {
+                bail!("--objective and --constraint need --method smoothe, not {method}");
+            }
+        }
+        Ok(method)
     }
 
     /// The metric `--objective` names, by default the model's own metric

@@ -9,7 +9,7 @@ mod pareto;
 mod predict;
 mod train_cost;
 
-pub use extract::{ExtractJob, ExtractResult};
+pub use extract::{ExtractJob, ExtractResult, ModelVerdict};
 pub use fit_delays::{FitDelaysJob, FitDelaysResult};
 pub use oracle_runs::{LabelJob, SearchJob};
 pub use pareto::ParetoJob;

@@ -3,11 +3,11 @@
 //! given extractions through the label log).
 
 use crate::extraction::OriginalExtraction;
-use crate::learn::anneal::{anneal, AnnealConfig, SearchOutcome};
-use crate::learn::goal::Goal;
-use crate::learn::labeler::Labeler;
-use crate::learn::labels::LabelLog;
-use crate::learn::oracle::OracleSettings;
+use crate::learn::active::anneal::{anneal, AnnealConfig, SearchOutcome};
+use crate::learn::active::goal::Goal;
+use crate::learn::oracle::labeler::Labeler;
+use crate::learn::oracle::labels::LabelLog;
+use crate::learn::oracle::process::OracleSettings;
 use crate::progress::{quiet, Observer};
 use crate::{load, preprocess};
 use anyhow::{Context, Result};

@@ -3,7 +3,8 @@
 
 use super::extract::bind_model;
 use crate::extraction::OriginalExtraction;
-use crate::learn::objective::{Conservatism, DesignFit, Prediction};
+use crate::learn::model::objective::{DesignFit, Prediction};
+use crate::learn::model::trust::Conservatism;
 use crate::{load, preprocess};
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -25,7 +26,7 @@ pub struct Verdict {
     #[serde(flatten)]
     pub prediction: Prediction,
     /// The conservative score `extract --model` minimises for it (see
-    /// [`crate::learn::objective`]).
+    /// [`crate::learn::model::objective`]).
     pub score: f64,
 }
 

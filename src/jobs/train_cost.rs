@@ -20,13 +20,14 @@
 
 use crate::extract::{SmoothE, SmoothEConfig};
 use crate::files::write_json;
-use crate::learn::active::{loop_smoothe, train_cost, TrainCostConfig, TrainCostOutcome};
-use crate::learn::corpus::{train_corpus, Design};
-use crate::learn::front::fit_timing_head;
-use crate::learn::labeler::Labeler;
-use crate::learn::labels::LabelLog;
-use crate::learn::network::Ensemble;
-use crate::learn::oracle::{Oracle, OracleSettings};
+use crate::learn::active::config::{loop_smoothe, TrainCostConfig};
+use crate::learn::active::corpus::{train_corpus, Design};
+use crate::learn::active::front::fit_timing_head;
+use crate::learn::active::train_cost::{train_cost, TrainCostOutcome};
+use crate::learn::model::network::Ensemble;
+use crate::learn::oracle::labeler::Labeler;
+use crate::learn::oracle::labels::LabelLog;
+use crate::learn::oracle::process::{Oracle, OracleSettings};
 use crate::progress::{quiet, Observer};
 use crate::timing::TIMING_METRIC;
 use crate::{load, preprocess};
@@ -66,7 +67,7 @@ pub struct TrainCostJob {
     /// time limit), not over `extract`'s. The linear-SmoothE baseline the
     /// loop labels is not run with them but with the start of
     /// `extract --model` at its defaults
-    /// ([`crate::learn::active::linear_baseline`]).
+    /// ([`crate::learn::active::config::linear_baseline`]).
     #[serde(deserialize_with = "over_loop_defaults")]
     pub smoothe: SmoothEConfig,
 }

@@ -1,90 +1,16 @@
-//! The learned-cost pipeline: the oracle contract, the label log, and the
-//! self-contained extraction files handed to oracles.
+//! The learned-cost pipeline, in three rooms:
+//!
+//! - [`oracle`]: the contract with the user's cost oracle (running it,
+//!   its process group and timeout), the label log, and an extraction's
+//!   identity;
+//! - [`model`]: features of an extraction, the ensemble of MLPs and its
+//!   file format, fitting it, and the frozen model as SmoothE's objective;
+//! - [`active`]: the loop that samples, labels and refits, its acquisition
+//!   rules, the area-delay front it explores, and search with the oracle.
+//!
+//! Arrows run one way: `active` uses `model` and `oracle`, `model` uses
+//! `oracle` for the labels it learns from, and `oracle` uses neither.
 
-pub mod acquisition;
 pub mod active;
-pub mod anneal;
-pub mod corpus;
-pub mod dataset;
-pub mod features;
-pub mod front;
-pub mod goal;
-pub mod labeler;
-pub mod labels;
-mod linalg;
-pub mod measured;
-pub mod metrics;
-pub mod network;
-pub mod objective;
+pub mod model;
 pub mod oracle;
-pub mod reference;
-pub mod residual;
-pub mod selection_gp;
-pub mod train;
-
-use crate::egraph::EGraph;
-use crate::extraction::{Extraction, OriginalExtraction};
-use anyhow::Result;
-use serde_json::{json, Value};
-
-pub use crate::egraph::hash_hex;
-
-/// Canonical hash of a valid extraction of `g`: the sorted (class id,
-/// node id) pairs of the classes reachable from the roots, in original ids.
-pub fn extraction_key(g: &EGraph, extraction: &OriginalExtraction) -> Result<String> {
-    choices_key(g, extraction.as_extraction())
-}
-
-/// Canonical hash of a valid extraction of any graph `g` (the original or
-/// a preprocessed one): the sorted (class name, node name) pairs of the
-/// classes reachable from the roots.
-pub fn choices_key(g: &EGraph, extraction: &Extraction) -> Result<String> {
-    let mut pairs: Vec<(String, String)> = extraction
-        .check(g)?
-        .into_iter()
-        .map(|c| {
-            (g.class_name(c).to_string(), g.node_name(extraction.choices[c.index()].expect("checked")).to_string())
-        })
-        .collect();
-    pairs.sort();
-    let mut bytes = Vec::new();
-    for (c, n) in pairs {
-        bytes.extend_from_slice(c.as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(n.as_bytes());
-        bytes.push(1);
-    }
-    Ok(hash_hex(&bytes))
-}
-
-/// The file an oracle receives: the `choices` map that `smoothe extract`
-/// writes, plus the chosen nodes in children-first order, each with its
-/// class and node ids, operator, cost and `children` as indices into that
-/// same list, and `roots` as indices too. A script can write a netlist from
-/// it without reading the e-graph.
-pub fn oracle_file(g: &EGraph, extraction: &OriginalExtraction) -> Result<Value> {
-    let order = extraction.check(g)?;
-    let mut position = vec![usize::MAX; g.num_classes()];
-    for (i, &c) in order.iter().enumerate() {
-        position[c.index()] = i;
-    }
-    let nodes: Vec<Value> = order
-        .iter()
-        .map(|&c| {
-            let n = extraction.choices()[c.index()].expect("checked");
-            json!({
-                "class": g.class_name(c),
-                "node": g.node_name(n),
-                "op": g.op(n),
-                "cost": g.cost(n),
-                "children": g.children(n).iter().map(|&k| position[k.index()]).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    Ok(json!({
-        "egraph_fingerprint": g.fingerprint(),
-        "choices": extraction.choices_json(g)?,
-        "nodes": nodes,
-        "roots": g.roots().iter().map(|&r| position[r.index()]).collect::<Vec<_>>(),
-    }))
-}

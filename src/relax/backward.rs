@@ -90,7 +90,14 @@ impl Relaxation {
                 }
             }
         }
-        // Softmax backward per class.
+        self.softmax_backward(q, &gq, w_)
+    }
+
+    /// The softmax backward per class: the gradient with respect to the
+    /// scores from `gq`, the gradient with respect to the in-class
+    /// probabilities `q` (`[nodes, width]`).
+    fn softmax_backward(&self, q: &[f64], gq: &[f64], w_: usize) -> Vec<f64> {
+        let (nn, nc) = (self.num_nodes, self.num_classes);
         let mut gs = vec![0.0; nn * w_];
         let mut dot = vec![0.0; w_];
         for c in 0..nc {

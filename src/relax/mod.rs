@@ -205,6 +205,43 @@ pub struct Forward {
     dhdt: Vec<f64>,
 }
 
+/// The acyclicity penalty of a cyclic component with `classes` and the
+/// class edges `internal` among them: one 2-cycle for two classes, the
+/// dense matrix exponential up to [`DENSE_PENALTY_MAX`] classes, and its
+/// 2-cycles alone beyond.
+fn component_penalty(
+    classes: &[ClassIdx],
+    internal: Vec<u32>,
+    edge_parent: &[ClassIdx],
+    edge_child: &[ClassIdx],
+) -> Penalty {
+    let find = |p: ClassIdx, c: ClassIdx| {
+        internal.iter().copied().find(|&e| edge_parent[e as usize] == p && edge_child[e as usize] == c)
+    };
+    if classes.len() == 2 {
+        let a = find(classes[0], classes[1]).expect("2-class component has both edges");
+        let b = find(classes[1], classes[0]).expect("2-class component has both edges");
+        Penalty::Pair(a, b)
+    } else if classes.len() <= DENSE_PENALTY_MAX {
+        Penalty::Dense { classes: classes.to_vec(), edges: internal }
+    } else {
+        let mut by_pair: std::collections::HashMap<(ClassIdx, ClassIdx), u32> = std::collections::HashMap::new();
+        for &e in &internal {
+            by_pair.insert((edge_parent[e as usize], edge_child[e as usize]), e);
+        }
+        let mut cycles = Vec::new();
+        for &e in &internal {
+            let (p, c) = (edge_parent[e as usize], edge_child[e as usize]);
+            if p < c {
+                if let Some(&r) = by_pair.get(&(c, p)) {
+                    cycles.push((e, r));
+                }
+            }
+        }
+        Penalty::TwoCycles(cycles)
+    }
+}
+
 impl Relaxation {
     /// Builds the relaxation of `g` (assumed preprocessed: no self-loop
     /// nodes) with components `sccs`.
@@ -261,32 +298,7 @@ impl Relaxation {
                     .copied()
                     .filter(|&e| sccs.component_of[(edge_parent[e as usize]).index()] as usize == i)
                     .collect();
-                let find = |p: ClassIdx, c: ClassIdx| {
-                    internal.iter().copied().find(|&e| edge_parent[e as usize] == p && edge_child[e as usize] == c)
-                };
-                if classes.len() == 2 {
-                    let a = find(classes[0], classes[1]).expect("2-class component has both edges");
-                    let b = find(classes[1], classes[0]).expect("2-class component has both edges");
-                    Penalty::Pair(a, b)
-                } else if classes.len() <= DENSE_PENALTY_MAX {
-                    Penalty::Dense { classes: classes.clone(), edges: internal }
-                } else {
-                    let mut by_pair: std::collections::HashMap<(ClassIdx, ClassIdx), u32> =
-                        std::collections::HashMap::new();
-                    for &e in &internal {
-                        by_pair.insert((edge_parent[e as usize], edge_child[e as usize]), e);
-                    }
-                    let mut cycles = Vec::new();
-                    for &e in &internal {
-                        let (p, c) = (edge_parent[e as usize], edge_child[e as usize]);
-                        if p < c {
-                            if let Some(&r) = by_pair.get(&(c, p)) {
-                                cycles.push((e, r));
-                            }
-                        }
-                    }
-                    Penalty::TwoCycles(cycles)
-                }
+                component_penalty(&classes, internal, &edge_parent, &edge_child)
             });
             let classes = if cyclic {
                 let children = |c: ClassIdx| -> Vec<ClassIdx> {

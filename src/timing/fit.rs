@@ -13,7 +13,7 @@
 use super::op::ArrivalOp;
 use super::{OpDelays, TimingGraph};
 use crate::extraction::Extraction;
-use crate::learn::metrics::spearman;
+use crate::learn::model::metrics::spearman;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::Optimizer;

@@ -2,7 +2,7 @@
 //! folders, CLI runs of train-cost, search and extract --model.
 
 use super::*;
-use smoothe::learn::oracle::Oracle;
+use smoothe::learn::oracle::process::Oracle;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -164,9 +164,9 @@ pub fn vec32(t: &candle_core::Tensor) -> Vec<f64> {
     t.to_dtype(candle_core::DType::F64).unwrap().to_vec1().unwrap()
 }
 
-pub fn layout(f: usize) -> smoothe::learn::features::FeatureLayout {
-    smoothe::learn::features::FeatureLayout {
-        kind: smoothe::learn::features::FeatureKind::OpCounts,
+pub fn layout(f: usize) -> smoothe::learn::model::features::FeatureLayout {
+    smoothe::learn::model::features::FeatureLayout {
+        kind: smoothe::learn::model::features::FeatureKind::OpCounts,
         names: (0..f).map(|i| format!("count:f{i}")).collect(),
     }
 }

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use smoothe::config::Choice;
 use smoothe::extract::{OptimizerKind, Parameterisation, SmoothEConfig};
-use smoothe::learn::oracle::OracleSettings;
+use smoothe::learn::oracle::process::OracleSettings;
 use smoothe::relax::Combine;
 
 /// A clap parser offering a [`Choice`]'s names.

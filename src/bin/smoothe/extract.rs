@@ -4,8 +4,9 @@ use crate::common::{init_threads, RunArgs, SmoothEArgs};
 use crate::terminal::{bars, write_json};
 use anyhow::Result;
 use smoothe::extract::{SmoothEConfig, METHODS};
-use smoothe::jobs::{ExtractJob, ParetoJob};
-use smoothe::learn::objective::{Conservatism, DesignFit};
+use smoothe::jobs::{ExtractJob, ModelVerdict, ParetoJob};
+use smoothe::learn::model::objective::DesignFit;
+use smoothe::learn::model::trust::Conservatism;
 use smoothe::timing::objective::Constraint;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -103,24 +104,7 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         op_delays: a.op_delays,
     };
     if let Some(pair) = &a.pareto {
-        let Some((minimise, against)) = pair.split_once(',') else {
-            anyhow::bail!("--pareto takes two metrics, A,B (such as area,delay), got {pair:?}");
-        };
-        let pareto = ParetoJob {
-            extract: job,
-            minimise: minimise.trim().to_string(),
-            against: against.trim().to_string(),
-            points: a.points,
-        };
-        let front = pareto.run(&a.egraph, bars(!a.run.quiet))?;
-        let json = serde_json::Value::Array(front.iter().map(|r| r.json.clone()).collect());
-        write_json(a.output.as_deref(), &json)?;
-        for r in &front {
-            let values: Vec<String> = r.predicted.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
-            eprintln!("{}", values.join(", "));
-        }
-        eprintln!("{} non-dominated extraction(s)", front.len());
-        return Ok(ExitCode::SUCCESS);
+        return run_pareto(job, pair, &a.egraph, a.points, a.output.as_deref(), a.run.quiet);
     }
     let result = job.run(&a.egraph, bars(!a.run.quiet))?;
     write_json(a.output.as_deref(), &result.json)?;
@@ -132,61 +116,90 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
     if result.constraints.iter().any(|c| !c.met) {
         eprintln!("warning: no extraction found meets every constraint; this is the least-violating one found");
     }
-    if let Some(p) = result.prediction {
-        eprintln!("model predicts {:.4} +- {:.4} (the members' spread {:.4})", p.mean, p.error, p.std);
-        if let Some(cost) = p.measured {
-            eprintln!("the oracle measured {cost:.4} for this extraction in training; the choice used that");
-        }
-        if let Some(pick) = result.json["pick"].as_str().filter(|&p| p != "smoothe") {
-            eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
-        } else if let Some(o) =
-            result.optimum_error.filter(|_| p.measured.is_none() && result.design.is_some_and(|d| d.trained_on_design))
-        {
-            let wider = if o.worst * p.mean.abs() > p.error { ": a wider error bar than the one above" } else { "" };
+    if let Some(verdict) = &result.verdict {
+        note_verdict(verdict);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--pareto A,B`: the non-dominated extractions, written as one array.
+fn run_pareto(
+    job: ExtractJob,
+    pair: &str,
+    egraph: &std::path::Path,
+    points: usize,
+    output: Option<&std::path::Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let Some((minimise, against)) = pair.split_once(',') else {
+        anyhow::bail!("--pareto takes two metrics, A,B (such as area,delay), got {pair:?}");
+    };
+    let pareto =
+        ParetoJob { extract: job, minimise: minimise.trim().to_string(), against: against.trim().to_string(), points };
+    let front = pareto.run(egraph, bars(!quiet))?;
+    let json = serde_json::Value::Array(front.iter().map(|r| r.json.clone()).collect());
+    write_json(output, &json)?;
+    for r in &front {
+        let values: Vec<String> = r.predicted.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        eprintln!("{}", values.join(", "));
+    }
+    eprintln!("{} non-dominated extraction(s)", front.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the user should know of a learned model's verdict: its prediction
+/// and error bar, a measured label it used, what it picked and charged,
+/// and whether it extrapolates.
+fn note_verdict(verdict: &ModelVerdict) {
+    let p = verdict.prediction;
+    let trained_here = verdict.design.trained_on_design;
+    eprintln!("model predicts {:.4} +- {:.4} (the members' spread {:.4})", p.mean, p.error, p.std);
+    if let Some(cost) = p.measured {
+        eprintln!("the oracle measured {cost:.4} for this extraction in training; the choice used that");
+    }
+    if let Some(pick) = verdict.pick.as_deref().filter(|&p| p != "smoothe") {
+        eprintln!("the model ranks the {pick} extraction first among its own optimum and the model-free ones");
+    } else if let Some(o) = verdict.optimum_error.filter(|_| p.measured.is_none() && trained_here) {
+        let wider = if o.worst * p.mean.abs() > p.error { ": a wider error bar than the one above" } else { "" };
+        eprintln!(
+            "in the loop that trained it, this model's own optima measured {:+.1}% from their predictions \
+             on average (worst {:+.1}%, {} rounds){wider}",
+            100.0 * o.mean,
+            100.0 * o.worst,
+            o.checked
+        );
+    }
+    if let Some(charge) = verdict.optimum_charge.filter(|&c| c > 0.0) {
+        if let Some(o) = verdict.optimum_error.filter(|_| trained_here) {
             eprintln!(
-                "in the loop that trained it, this model's own optima measured {:+.1}% from their predictions \
-                 on average (worst {:+.1}%, {} rounds){wider}",
-                100.0 * o.mean,
-                100.0 * o.worst,
-                o.checked
+                "the model's own optimum was charged {charge:.4} before it was compared with the other \
+                 extractions: in the loop that trained it, its optima measured up to {:+.1}% from their \
+                 predictions",
+                100.0 * o.worst
             );
-        }
-        if let Some(charge) = result.json["optimum_charge"].as_f64().filter(|&c| c > 0.0) {
-            if let Some(o) = result.optimum_error.filter(|_| result.design.is_some_and(|d| d.trained_on_design)) {
-                eprintln!(
-                    "the model's own optimum was charged {charge:.4} before it was compared with the other \
-                     extractions: in the loop that trained it, its optima measured up to {:+.1}% from their \
-                     predictions",
-                    100.0 * o.worst
-                );
-            } else {
-                eprintln!(
-                    "on a design it was not trained on, the model's own optimum must beat the model-free \
-                     extractions by its transfer margin, {charge:.4} here"
-                );
-            }
-        }
-        if let (Some(unit), Some(spread)) = (result.json["trust_unit"].as_f64(), result.json["label_spread"].as_f64()) {
-            if unit < spread {
-                eprintln!(
-                    "leaving the training data cost the optimiser {unit:.4} per step, less than the label spread \
-                     {spread:.4}, since the loop that trained it measured its optima close to their predictions \
-                     (`optimum_error` in the result file)"
-                );
-            }
-        }
-        if let Some(design) = result.design {
-            note_design(design);
-        }
-        if p.features_outside > 0 {
+        } else {
             eprintln!(
-                "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
-                 (total overshoot {:.2} range-widths); the prediction is an extrapolation",
-                p.features_outside, p.outside
+                "on a design it was not trained on, the model's own optimum must beat the model-free \
+                 extractions by its transfer margin, {charge:.4} here"
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    let (unit, spread) = (verdict.trust_unit, verdict.label_spread);
+    if unit < spread {
+        eprintln!(
+            "leaving the training data cost the optimiser {unit:.4} per step, less than the label spread \
+             {spread:.4}, since the loop that trained it measured its optima close to their predictions \
+             (`optimum_error` in the result file)"
+        );
+    }
+    note_design(verdict.design);
+    if p.features_outside > 0 {
+        eprintln!(
+            "warning: {} feature(s) of this extraction lie outside the range the model was trained on \
+             (total overshoot {:.2} range-widths); the prediction is an extrapolation",
+            p.features_outside, p.outside
+        );
+    }
 }
 
 /// On a design the model was not trained on: for a relative model, says

@@ -83,7 +83,7 @@ fn stop_oracles_on_interrupt() {
 
 /// Stops the oracle calls in flight and exits with 130.
 fn interrupted_exit() -> ! {
-    let stopped = smoothe::learn::oracle::terminate_all();
+    let stopped = smoothe::learn::oracle::process::terminate_all();
     eprintln!("interrupted: stopped {stopped} oracle call(s) in flight; labels so far are in the log");
     std::process::exit(130);
 }

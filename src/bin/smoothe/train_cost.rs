@@ -4,9 +4,9 @@ use crate::common::{choice, init_threads, OracleArgs, RunArgs, SmoothEArgs};
 use crate::terminal::bars;
 use anyhow::Result;
 use smoothe::jobs::TrainCostJob;
-use smoothe::learn::acquisition::Acquisition;
-use smoothe::learn::active::{PickSource, RoundPick, RoundSummary};
-use smoothe::learn::features::FeatureKind;
+use smoothe::learn::active::acquisition::Acquisition;
+use smoothe::learn::active::round::{PickSource, RoundPick, RoundSummary};
+use smoothe::learn::model::features::FeatureKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -13,70 +13,25 @@
 //! The unit is the standard deviation of the training labels (of this
 //! design's, for a relative model, [`label_spread`]), or less where the
 //! loop that trained the model measured its optima close to their
-//! predictions ([`trust_unit`]). Every term is differentiable in the node
+//! predictions ([`crate::learn::model::trust::trust_unit`]). Every term is differentiable in the node
 //! probabilities, so SmoothE, its decoding and its polishing all judge
 //! candidates by the same score.
 
-use super::choices_key;
-use super::features::{FeatureKind, Featurizer};
-use super::measured;
-use super::network::Ensemble;
-use super::reference::{Reference, ReferenceEstimate};
 use crate::cost::{CostModel, LinearCost};
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
+use crate::learn::model::features::{FeatureKind, Featurizer};
+use crate::learn::model::measured;
+use crate::learn::model::meta::ReferenceEstimate;
+use crate::learn::model::network::Ensemble;
+use crate::learn::model::reference::Reference;
+use crate::learn::model::trust::{label_spread, trust_unit, Conservatism};
+use crate::learn::oracle::identity::choices_key;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-
-/// How conservative the objective is.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Conservatism {
-    /// Weight of the ensemble's standard deviation (0: the mean alone).
-    pub kappa: f64,
-    /// Target standard deviations charged per box-width a feature lies
-    /// outside the training range, and per spacing beyond `free_distance`
-    /// from the nearest training row (0: no trust region).
-    pub trust: f64,
-    /// Distance from the nearest training row, in spacings, that costs
-    /// nothing: 1 ([`Conservatism::ACTIVE`]) is about as far as labelled
-    /// rows lie from each other; 0 ([`Conservatism::FROZEN`]) charges every
-    /// step away from labelled data.
-    pub free_distance: f64,
-}
-
-impl Conservatism {
-    /// Inside the active loop, whose proposals the oracle labels next: the
-    /// model may reach about one row spacing past its data for free, and
-    /// where it is wrong there, the new labels correct it.
-    pub const ACTIVE: Conservatism = Conservatism { kappa: 1.0, trust: 1.0, free_distance: 1.0 };
-
-    /// For a frozen model (`extract --model`), whose choice no oracle
-    /// checks: every step away from labelled data is charged, so the
-    /// optimum lies on or next to the rows the model was fitted to, where
-    /// its error is its fitting error. Gradient descent alone then stays
-    /// at its start; the model-guided search of `extract` jumps between
-    /// such rows.
-    ///
-    /// The distance is to the nearest of *all* labelled rows, so the search
-    /// stays near the greedy rows it starts from even where the model
-    /// scores a distant labelled row cheaper: near its best rows the model
-    /// is optimistic by about as much as the gain on offer. Trust regions
-    /// centred on the model's cheapest rows, a charge raised gradually, and
-    /// weaker charges were each measured and each did worse on real cost
-    /// (the experiments' index lists them).
-    pub const FROZEN: Conservatism = Conservatism { kappa: 1.0, trust: 1.0, free_distance: 0.0 };
-}
-
-impl Default for Conservatism {
-    /// [`Conservatism::ACTIVE`], the setting a training job starts from.
-    fn default() -> Self {
-        Conservatism::ACTIVE
-    }
-}
 
 /// The model's verdict on one extraction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -103,7 +58,7 @@ pub struct Prediction {
     /// rows' typical spacing (about 1 inside the labelled region).
     pub distance: f64,
     /// The real cost the oracle measured for this extraction of this
-    /// design in training, if it did (see [`super::measured`]).
+    /// design in training, if it did (see [`crate::learn::model::measured`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<f64>,
 }
@@ -151,64 +106,11 @@ pub struct LearnedCost {
     trust_unit: f64,
 }
 
-/// Fewest optima a loop must have measured before their error may loosen
-/// the trust region ([`trust_unit`]).
-pub const MIN_OPTIMUM_CHECKS: usize = 3;
-
-/// The spread of the labels that a model bound to a design measures its
-/// trust region in ([`trust_unit`]), in that design's units: the model's
-/// `target_std`, except for a relative model (one trained over several
-/// designs, or fine-tuned from one) bound to a design it has labels of,
-/// `measured` (see [`super::measured`]), where it is the spread of those
-/// labels. A relative model's `target_std` is the spread of the relative
-/// costs of every design it was first trained on, scaled to this one, and
-/// so counts the differences between designs as well as between this
-/// design's extractions: a model fine-tuned on a few labels of a design
-/// would otherwise charge a step away from them several times what a model
-/// trained from scratch on such labels does.
-/// With fewer than two measured labels, or none apart, `target_std`.
-pub fn label_spread(meta: &super::network::ModelMeta, measured: &HashMap<String, f64>, relative: bool) -> f64 {
-    if !relative || measured.len() < 2 {
-        return meta.target_std;
-    }
-    let costs: Vec<f64> = measured.values().copied().collect();
-    let (_, spread) = super::metrics::mean_std(&costs);
-    if spread.is_finite() && spread > 0.0 {
-        spread
-    } else {
-        meta.target_std
-    }
-}
-
-/// What leaving the training data costs, in oracle units per box-width or
-/// spacing (times [`Conservatism::trust`]): the spread of the training
-/// labels, `label_spread` (see [`label_spread`]), or less where the loop
-/// that trained the model showed it accurate off its data. Each round the
-/// loop labelled the model's optimum, found up to a spacing or so past the
-/// labelled rows and predicted without its label
-/// ([`super::network::OptimumError`]); when
-/// those optima, at least [`MIN_OPTIMUM_CHECKS`] of them on this very
-/// design, all measured within a share `e` of their prediction (`e` the
-/// worst optimism, or the mean pessimism where that is larger), a spacing
-/// costs `e * target_mean` instead, if that is less. A model whose optima
-/// were off by a label spread or more is charged as before; one whose
-/// optima measured as predicted (an oracle that operator counts nearly
-/// determine, say) may follow its predictions further.
-pub fn trust_unit(meta: &super::network::ModelMeta, label_spread: f64, trained_on_design: bool) -> f64 {
-    match meta.optimum_error {
-        Some(e) if trained_on_design && e.checked >= MIN_OPTIMUM_CHECKS => {
-            let share = e.worst.max(-e.mean).max(0.0);
-            label_spread.min(share * meta.target_mean.abs())
-        }
-        _ => label_spread,
-    }
-}
-
 impl LearnedCost {
     /// Binds `model` to `problem` (preprocessed from `original`), plus
     /// `linear_weight` times the node-cost objective. A relative model is
     /// bound to the design's dag-greedy reference first (see
-    /// [`super::reference`]). Refuses a graph with
+    /// [`crate::learn::model::reference`]). Refuses a graph with
     /// an operator the model has no feature for, naming it; an operator
     /// pair it has never seen counts as `pair:<unseen>`, which lies outside
     /// the training range and so is charged by the trust region.
@@ -456,7 +358,7 @@ impl CostModel for LearnedCost {
     ///
     /// Either way, a candidate the oracle measured on this design in
     /// training is judged by that measurement, with no spread (see
-    /// [`super::measured`]). Where the conservative score applies, an
+    /// [`crate::learn::model::measured`]). Where the conservative score applies, an
     /// unmeasured candidate's score charges `kappa` expected errors
     /// ([`Prediction::error`]: the spread with the members' out-of-fold
     /// error added) instead of `kappa` spreads: what the choice weighs is
@@ -481,7 +383,7 @@ impl CostModel for LearnedCost {
     }
     /// On a new design, the model's calibrated transfer margin (how far
     /// its predicted differences were off on training designs left out in
-    /// turn, see [`super::reference::transfer_margin`]) in this design's
+    /// turn, see [`crate::learn::model::reference::transfer_margin`]) in this design's
     /// estimated cost units: the optimum must be predicted cheaper than a
     /// model-free extraction by more than that to replace it. Without a
     /// calibration (a corpus of one design, an older model file), no
@@ -490,13 +392,13 @@ impl CostModel for LearnedCost {
     /// On the design the model's active loop was trained on, the loop's
     /// own optimism instead: each round it labelled the model's optimum,
     /// and those optima measured up to
-    /// [`super::network::OptimumError::worst`] (as a share of the
+    /// [`crate::learn::model::meta::OptimumError::worst`] (as a share of the
     /// prediction) above what the model predicted. An optimum found by
     /// optimising against the frozen model is the same kind of pick, so
     /// its predicted mean is charged that share (when positive) before it
     /// is compared with extractions the oracle measured. The worst share,
     /// not the mean: the same record sets how far the optimiser may leave
-    /// the training data ([`trust_unit`]), so the optimum it vouches for
+    /// the training data ([`crate::learn::model::trust::trust_unit`]), so the optimum it vouches for
     /// pays the record's bound. Charging the mean share instead, with that
     /// trust unit, extracted 5.4% more area on one of 12 runs with the
     /// held-out cell library (esyn/i7: an optimum predicted 1629 that

@@ -10,12 +10,12 @@
 //! ParEGO draws its weights, so the labels spread along the trade-off
 //! instead of crowding around the least area.
 
-use super::labels::LabelLog;
-use super::metrics::in_test_split;
 use crate::cost::CostModel;
 use crate::egraph::EGraph;
 use crate::extract::{DepthGreedy, Extractor};
-use crate::extraction::{Extraction, OriginalExtraction};
+use crate::extraction::Extraction;
+use crate::learn::model::metrics::in_test_split;
+use crate::learn::oracle::labels::LabelLog;
 use crate::preprocess::Reduced;
 use crate::timing::fit::{fit_and_test, fit_delays, FitConfig, TimingHead, TimingLabel};
 use crate::timing::objective::{Constrained, Constraint, DelayCost};
@@ -43,8 +43,7 @@ pub fn timing_labels(
 ) -> Result<Vec<TimingLabel>> {
     let mut labels = Vec::new();
     for (label, value) in log.values_for(&original.fingerprint(), oracle_id, Some(metric)) {
-        let choices = serde_json::Value::Object(label.choices.clone());
-        let original_extraction = OriginalExtraction::from_json(original, &choices)?;
+        let original_extraction = label.to_extraction(original)?;
         if let Some(extraction) = problem.from_original(&original_extraction) {
             labels.push(TimingLabel { extraction, value, test: in_test_split(&label.extraction, test_fraction) });
         }
@@ -200,7 +199,7 @@ impl Front {
 mod tests {
     use super::*;
     use crate::extract::{random_extraction, DagGreedy, Greedy};
-    use crate::learn::labels::Label;
+    use crate::learn::oracle::labels::Label;
     use crate::timing::OpDelays;
     use rand::SeedableRng;
 

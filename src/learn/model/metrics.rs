@@ -34,7 +34,7 @@ pub struct TrainReport {
     #[serde(deserialize_with = "nan_if_null")]
     pub test_coverage: f64,
     /// Share of test labels within two expected errors of the mean
-    /// ([`crate::learn::network::Ensemble::prediction_error`]: the spread
+    /// ([`crate::learn::model::network::Ensemble::prediction_error`]: the spread
     /// with the members' out-of-fold error added). NaN in reports written
     /// before it was kept.
     #[serde(default = "nan", deserialize_with = "nan_if_null")]

@@ -2,11 +2,11 @@
 //! call, every result appended to the label log the moment it exists, and
 //! labels already in the log reused for free.
 
-use super::labels::{Label, LabelLog};
-use super::oracle::{Oracle, OracleSettings, Verdict};
-use super::{extraction_key, oracle_file};
 use crate::egraph::EGraph;
 use crate::extraction::OriginalExtraction;
+use crate::learn::oracle::identity::{extraction_key, oracle_file};
+use crate::learn::oracle::labels::{Label, LabelLog};
+use crate::learn::oracle::process::{Oracle, OracleSettings, Verdict};
 use crate::progress::Observer;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ impl<'a> Labeler<'a> {
     }
 
     /// [`Labeler::label`], with each item's value read from its label by
-    /// `score` (for example a [`super::goal::Goal`]'s) instead of the
+    /// `score` (for example a [`crate::learn::active::goal::Goal`]'s) instead of the
     /// oracle's primary metric.
     pub fn label_scored(
         &self,

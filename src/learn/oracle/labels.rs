@@ -2,7 +2,9 @@
 //! call finishes, so an interrupted run loses nothing and a rerun never
 //! pays twice for the same extraction.
 
-use super::oracle::{pick, Measurement, BARE_METRIC};
+use crate::egraph::EGraph;
+use crate::extraction::OriginalExtraction;
+use crate::learn::oracle::process::{pick, Measurement, BARE_METRIC};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -14,9 +16,9 @@ use std::path::{Path, PathBuf};
 pub struct Label {
     /// Fingerprint of the e-graph.
     pub egraph: String,
-    /// Canonical hash of the extraction (see [`crate::learn::extraction_key`]).
+    /// Canonical hash of the extraction (see [`crate::learn::oracle::identity::extraction_key`]).
     pub extraction: String,
-    /// Identity of the oracle (see [`crate::learn::oracle::Oracle::identity`]).
+    /// Identity of the oracle (see [`crate::learn::oracle::process::Oracle::identity`]).
     pub oracle: String,
     /// Every number the oracle printed, by name (a bare number is named
     /// [`BARE_METRIC`]); empty when the call failed, and in labels written
@@ -37,6 +39,12 @@ pub struct Label {
 }
 
 impl Label {
+    /// The labelled extraction, read from its choices onto `original`
+    /// (the e-graph the label was made on); errors name what does not fit.
+    pub fn to_extraction(&self, original: &EGraph) -> Result<OriginalExtraction> {
+        OriginalExtraction::from_json(original, &serde_json::Value::Object(self.choices.clone()))
+    }
+
     /// The label's value of `metric` (without one: its only number), if
     /// it has one. An older label's `cost` is the value of the oracle's
     /// only number.

@@ -1,5 +1,5 @@
 //! Dense symmetric positive definite solves for the small kernel systems
-//! of the Gaussian processes ([`super::residual`], [`super::selection_gp`]):
+//! of the Gaussian processes ([`crate::learn::model::residual`], [`crate::learn::active::selection_gp`]):
 //! row-major `f64` matrices of at most a few thousand rows, in plain loops.
 
 /// Cholesky factor `L` (lower triangle, row-major) of a symmetric positive

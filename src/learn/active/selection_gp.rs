@@ -13,10 +13,10 @@
 //! file (a frozen model holds no extraction). The length `ℓ` and the noise
 //! are chosen by the log marginal likelihood over a small grid.
 
-use super::linalg::{backward_solve, cholesky, forward_solve};
-use super::metrics::mean_std;
 use crate::egraph::NodeIdx;
 use crate::extraction::Extraction;
+use crate::learn::model::linalg::{backward_solve, cholesky, forward_solve};
+use crate::learn::model::metrics::mean_std;
 
 /// Lengths tried, in classes.
 const LENGTHS: [f64; 7] = [4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0];

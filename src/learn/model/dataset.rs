@@ -1,11 +1,11 @@
 //! A design's labelled extractions as training data: from the label log,
 //! mapped onto the preprocessed graph, with their test-split flags.
 
-use super::labels::LabelLog;
-use super::metrics::in_test_split;
-use super::oracle::Oracle;
 use crate::egraph::EGraph;
-use crate::extraction::{Extraction, OriginalExtraction};
+use crate::extraction::Extraction;
+use crate::learn::model::metrics::in_test_split;
+use crate::learn::oracle::labels::LabelLog;
+use crate::learn::oracle::process::Oracle;
 use crate::preprocess::Reduced;
 use anyhow::Result;
 
@@ -41,7 +41,7 @@ pub fn dataset(
 ) -> Result<Vec<Labelled>> {
     let mut out = Vec::new();
     for (label, cost) in log.values_for(fingerprint, &oracle.identity(), oracle.primary()) {
-        let ex = OriginalExtraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
+        let ex = label.to_extraction(original)?;
         if let Some(reduced) = problem.from_original(&ex) {
             let test = in_test_split(&label.extraction, test_fraction) && !baselines.contains(&reduced);
             out.push(Labelled { extraction: reduced, cost, test });

@@ -2,8 +2,8 @@
 //! metric under upper bounds on others (`--objective area --constraint
 //! 'delay<=T'`), read from the numbers the oracle printed.
 
-use super::labels::Label;
-use super::oracle::{parse_metric_list, OracleSettings};
+use crate::learn::oracle::labels::Label;
+use crate::learn::oracle::process::{parse_metric_list, OracleSettings};
 use crate::timing::objective::Constraint;
 use anyhow::{bail, Result};
 use serde::Serialize;

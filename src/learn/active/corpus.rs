@@ -3,21 +3,24 @@
 //! Each design is labelled by its own run of the loop ([`train_cost`],
 //! the budget per design), so a design's labels do not depend on which
 //! other designs share the corpus and a label log serves any corpus drawn
-//! from it. One relative model (see [`super::reference`]) is then fitted
+//! from it. One relative model (see [`crate::learn::model::reference`]) is then fitted
 //! on all labels, in a layout that covers every design's operators and
 //! operator pairs.
 
-use super::active::{train_cost, TrainCostConfig, TrainCostOutcome};
-use super::dataset::{dataset, Labelled};
-use super::features::{merge_vocabularies, vocabulary, FeatureKind, FeatureLayout, Featurizer};
-use super::labeler::Labeler;
-use super::labels::LabelLog;
-use super::measured::MeasuredDesign;
-use super::network::Ensemble;
-use super::reference::{transfer_margin, Reference, RelativeData, RelativeFrame};
-use super::train::{fine_tune, train, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::SmoothE;
+use crate::learn::active::config::TrainCostConfig;
+use crate::learn::active::train_cost::{train_cost, TrainCostOutcome};
+use crate::learn::model::dataset::{dataset, Labelled};
+use crate::learn::model::features::{merge_vocabularies, vocabulary, FeatureKind, FeatureLayout, Featurizer};
+use crate::learn::model::fit::TrainConfig;
+use crate::learn::model::measured::MeasuredDesign;
+use crate::learn::model::meta::RelativeFrame;
+use crate::learn::model::network::Ensemble;
+use crate::learn::model::reference::{transfer_margin, Reference, RelativeData};
+use crate::learn::model::train::{fine_tune, train};
+use crate::learn::oracle::labeler::Labeler;
+use crate::learn::oracle::labels::LabelLog;
 use crate::preprocess::Reduced;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -113,7 +116,7 @@ pub fn train_corpus(
     }
     model.meta.relative = Some(all);
     for m in measured {
-        super::measured::record(&mut model.meta.measured, m);
+        crate::learn::model::measured::record(&mut model.meta.measured, m);
     }
     for f in fingerprints {
         if !model.meta.egraphs.contains(&f) {

@@ -29,69 +29,13 @@
 //! own result, chosen because the model scores it low, must then beat the
 //! model-free extractions by that margin to be picked.
 
-use super::dataset::Labelled;
-use super::features::Featurizer;
-use super::metrics::mean_std;
-use super::network::Ensemble;
 use crate::extract::{DagGreedy, Extractor};
 use crate::extraction::Extraction;
+use crate::learn::model::dataset::Labelled;
+use crate::learn::model::features::Featurizer;
+use crate::learn::model::network::Ensemble;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
-
-/// The real cost of one training design's dag-greedy extraction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReferenceCost {
-    /// Fingerprint of the (original) e-graph.
-    pub egraph: String,
-    /// Real cost of its dag-greedy extraction.
-    pub cost: f64,
-    /// Chosen nodes of that extraction.
-    pub nodes: f64,
-}
-
-/// What a relative model stores about its training designs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RelativeFrame {
-    /// One entry per training design.
-    pub references: Vec<ReferenceCost>,
-}
-
-/// How the cost of a design's reference extraction was found.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ReferenceEstimate {
-    /// The cost used.
-    pub cost: f64,
-    /// Whether it is a label (a training design) rather than an estimate.
-    pub measured: bool,
-    /// Relative spread (standard deviation over mean) of the training
-    /// designs' cost per node: how far off an estimate may be (0 when
-    /// measured).
-    pub spread: f64,
-}
-
-impl RelativeFrame {
-    /// Records (or updates) a training design's reference cost.
-    pub fn record(&mut self, egraph: &str, cost: f64, nodes: f64) {
-        self.references.retain(|r| r.egraph != egraph);
-        self.references.push(ReferenceCost { egraph: egraph.to_string(), cost, nodes });
-    }
-
-    /// The reference cost of the design with fingerprint `egraph` whose
-    /// reference has `nodes` chosen nodes: its label when it is a training
-    /// design, else `nodes` times the training designs' mean cost per node.
-    pub fn cost_for(&self, egraph: &str, nodes: f64) -> Result<ReferenceEstimate> {
-        if let Some(r) = self.references.iter().find(|r| r.egraph == egraph) {
-            return Ok(ReferenceEstimate { cost: r.cost, measured: true, spread: 0.0 });
-        }
-        let per_node: Vec<f64> = self.references.iter().map(|r| r.cost / r.nodes).collect();
-        if per_node.is_empty() {
-            bail!("the relative model lists no training design");
-        }
-        let (mean, std) = mean_std(&per_node);
-        Ok(ReferenceEstimate { cost: mean * nodes, measured: false, spread: std / mean })
-    }
-}
 
 /// Share of a held-out design's pairs of labelled extractions whose cost
 /// difference [`transfer_margin`] covers.
@@ -109,7 +53,7 @@ pub const TRANSFER_QUANTILE: f64 = 0.9;
 /// labels.
 ///
 /// ```
-/// use smoothe::learn::reference::transfer_margin;
+/// use smoothe::learn::model::reference::transfer_margin;
 /// // A model that predicts every difference exactly needs no margin.
 /// let exact = vec![(vec![0.0, 0.1, -0.2], vec![0.0, 0.1, -0.2])];
 /// assert_eq!(transfer_margin(&exact), Some(0.0));
@@ -149,7 +93,7 @@ pub fn transfer_margin(held_out: &[(Vec<f64>, Vec<f64>)]) -> Option<f64> {
     weighted.last().map(|(u, _)| u.max(0.0))
 }
 
-/// A design's labels in relative terms, ready for [`super::train::train`].
+/// A design's labels in relative terms, ready for [`crate::learn::model::train::train`].
 #[derive(Debug, Clone, Default)]
 pub struct RelativeData {
     /// Relative feature rows.

@@ -277,7 +277,7 @@ impl Oracle {
                 bytes.extend_from_slice(&size.to_le_bytes());
             }
         }
-        crate::learn::hash_hex(&bytes)
+        crate::egraph::hash_hex(&bytes)
     }
 
     /// Runs the oracle on the two files and reads its verdict. Errors only

@@ -23,9 +23,9 @@
 //! 4293. It applies only to the design it was measured on; a new design's
 //! candidates are judged by the model alone.
 
-use super::choices_key;
-use super::dataset::Labelled;
 use crate::egraph::EGraph;
+use crate::learn::model::dataset::Labelled;
+use crate::learn::oracle::identity::choices_key;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -14,7 +14,7 @@
 //! predicts held-out residuals better than none at all, there is no
 //! residual term. The term is differentiable in the features.
 
-use super::linalg::cholesky;
+use crate::learn::model::linalg::cholesky;
 
 /// Lengths tried, in units of the training rows' typical spacing.
 const LENGTHS: [f64; 5] = [0.5, 1.0, 2.0, 4.0, 8.0];

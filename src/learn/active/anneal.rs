@@ -4,18 +4,20 @@
 //! beat at equal oracle calls; with one screening each step's moves, the
 //! clean test of what the model adds to it.
 
-use super::active::linear_baseline;
-use super::dataset::{dataset, Labelled};
-use super::features::{FeatureKind, Featurizer};
-use super::goal::{Goal, MeasuredBound};
-use super::labeler::Labeler;
-use super::labels::LabelLog;
-use super::objective::{Conservatism, LearnedCost};
-use super::train::{train_on_labels, TrainConfig};
 use crate::egraph::EGraph;
 use crate::extract::moves::nudge;
 use crate::extract::{DagGreedy, DepthGreedy, Extractor, Greedy};
 use crate::extraction::{Extraction, OriginalExtraction};
+use crate::learn::active::config::linear_baseline;
+use crate::learn::active::goal::{Goal, MeasuredBound};
+use crate::learn::model::dataset::{dataset, Labelled};
+use crate::learn::model::features::{FeatureKind, Featurizer};
+use crate::learn::model::fit::TrainConfig;
+use crate::learn::model::objective::LearnedCost;
+use crate::learn::model::train::train_on_labels;
+use crate::learn::model::trust::Conservatism;
+use crate::learn::oracle::labeler::Labeler;
+use crate::learn::oracle::labels::LabelLog;
 use crate::preprocess::Reduced;
 use crate::timing::OpDelays;
 use anyhow::{bail, Result};
@@ -206,7 +208,7 @@ pub fn anneal(
         bail!("a screened search learns one metric; it takes no --objective or --constraint");
     }
     let primary = labeler.oracle.primary();
-    let score = |l: &super::labels::Label| goal.score(l, primary);
+    let score = |l: &crate::learn::oracle::labels::Label| goal.score(l, primary);
     let g: &EGraph = &problem.graph;
     let original = labeler.graph;
     let oracle_id = labeler.oracle.identity();
@@ -214,11 +216,7 @@ pub fn anneal(
     let logged = log.calls(&fingerprint, &oracle_id).total;
     let mut budget = config.budget.saturating_sub(logged);
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut starts =
-        vec![Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, seed, device)?];
-    if !goal.constraints.is_empty() {
-        starts.push(DepthGreedy { delays: OpDelays::unit() }.extract(problem)?);
-    }
+    let starts = search_starts(problem, original, goal, seed, device)?;
     let mut asked = 0;
     let mut calls = 0;
     let label = |log: &mut LabelLog,
@@ -240,17 +238,9 @@ pub fn anneal(
     // proposes a labelled one again.
     let mut labelled = Vec::new();
     for (label, cost) in log.scored_for(&fingerprint, &oracle_id, score) {
-        let ex = OriginalExtraction::from_json(original, &serde_json::Value::Object(label.choices.clone()))?;
-        labelled.extend(problem.from_original(&ex).map(|e| (e, cost)));
+        labelled.extend(problem.from_original(&label.to_extraction(original)?).map(|e| (e, cost)));
     }
-    let Some((current, current_cost)) = starts
-        .iter()
-        .zip(&costs)
-        .filter_map(|(e, c)| c.map(|c| (e, c)))
-        .chain(labelled.iter().map(|(e, c)| (e, *c)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(e, c)| (e.clone(), c))
-    else {
+    let Some((current, current_cost)) = cheapest(&starts, &costs, &labelled) else {
         bail!("the oracle failed on every starting extraction; see the label log for the errors");
     };
     let mut best = (current.clone(), current_cost);
@@ -300,4 +290,34 @@ pub fn anneal(
     let measured = label.map(|l| l.measured()).unwrap_or_default();
     let constraints = label.map(|l| goal.report(l)).unwrap_or_default();
     Ok(SearchOutcome { best: best_original, best_cost: best.1, measured, constraints, calls, trajectory })
+}
+
+/// The chain's starting extractions: greedy, dag-greedy and the linear
+/// start (as [`linear_baseline`] makes it), and under bounds also the
+/// least-depth extraction.
+fn search_starts(
+    problem: &Reduced,
+    original: &EGraph,
+    goal: &Goal,
+    seed: u64,
+    device: &Device,
+) -> Result<Vec<Extraction>> {
+    let mut starts =
+        vec![Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, seed, device)?];
+    if !goal.constraints.is_empty() {
+        starts.push(DepthGreedy { delays: OpDelays::unit() }.extract(problem)?);
+    }
+    Ok(starts)
+}
+
+/// The cheapest of the labelled `starts` (their `costs`, `None` where the
+/// call failed) and the design's other `labelled` extractions.
+fn cheapest(starts: &[Extraction], costs: &[Option<f64>], labelled: &[(Extraction, f64)]) -> Option<(Extraction, f64)> {
+    starts
+        .iter()
+        .zip(costs)
+        .filter_map(|(e, c)| c.map(|c| (e, c)))
+        .chain(labelled.iter().map(|(e, c)| (e, *c)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(e, c)| (e.clone(), c))
 }
