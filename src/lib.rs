@@ -31,6 +31,7 @@ pub mod files;
 pub mod jobs;
 pub mod learn;
 pub mod load;
+pub mod memory;
 pub mod merged;
 pub mod normal;
 pub mod preprocess;

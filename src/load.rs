@@ -95,15 +95,34 @@ struct RawGraph {
     root_eclasses: Option<Vec<RawId>>,
 }
 
-/// Reads and indexes the e-graph in `path`; errors name the file, and
+/// Reads and indexes the e-graph in `path` (egraph-serialize JSON,
+/// gzip-compressed when the name ends in `.gz`); errors name the file, and
 /// warnings (such as inferred roots) go to the `log` facade, naming it.
 pub fn load_file(path: &Path) -> Result<EGraph> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_text(path)?;
     let (graph, warnings) = parse_with_warnings(&text).with_context(|| format!("{}", path.display()))?;
     for w in warnings {
         log::warn!("{}: {w}", path.display());
     }
     Ok(graph)
+}
+
+/// The text of `path`, decompressed when its name ends in `.gz` (gzip).
+/// Errors name the file.
+pub fn read_text(path: &Path) -> Result<String> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut text = String::new();
+    let gzip = path.extension().is_some_and(|e| e == "gz");
+    let read = if gzip {
+        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(std::io::BufReader::new(file)), &mut text)
+    } else {
+        std::io::Read::read_to_string(&mut std::io::BufReader::new(file), &mut text)
+    };
+    read.with_context(|| {
+        let what = if gzip { "gzip-compressed UTF-8 text" } else { "UTF-8 text" };
+        format!("cannot read {} as {what}", path.display())
+    })?;
+    Ok(text)
 }
 
 /// Parses egraph-serialize JSON text. Warnings (such as inferred roots) go

@@ -109,3 +109,33 @@ fn malformed_json_error_names_line_and_column() {
     let msg = format!("{err:#}");
     assert!(msg.contains("line 3") && msg.contains("column"), "{msg}");
 }
+
+#[test]
+fn gzip_compressed_egraphs_load_as_the_plain_file_does_and_extract_from_the_cli() {
+    use std::io::Write;
+    let plain = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/esyn/mul3.json");
+    let dir = std::env::temp_dir().join(format!("smoothe-gz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let packed = dir.join("mul3.json.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+    std::fs::write(&packed, encoder.finish().unwrap()).unwrap();
+    let a = smoothe::load::load_file(&plain).unwrap();
+    let b = smoothe::load::load_file(&packed).unwrap();
+    assert_eq!(a.fingerprint(), b.fingerprint());
+    assert_eq!((a.num_classes(), a.num_nodes()), (b.num_classes(), b.num_nodes()));
+    // A file named .gz that is not gzip is an error naming it.
+    let fake = dir.join("fake.json.gz");
+    std::fs::write(&fake, std::fs::read(&plain).unwrap()).unwrap();
+    let err = format!("{:#}", smoothe::load::load_file(&fake).unwrap_err());
+    assert!(err.contains("fake.json.gz") && err.contains("gzip"), "{err}");
+    // The CLI extracts from it, checks the result against it, and reports
+    // the run's peak memory.
+    let out = dir.join("out.json");
+    let (code, _, stderr) = cli(&["extract", packed.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = cli(&["check", packed.to_str().unwrap(), out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let result = parse_json(&std::fs::read_to_string(&out).unwrap());
+    assert!(result["peak_memory_bytes"].as_u64().is_some_and(|b| b > 1 << 20), "{result}");
+}

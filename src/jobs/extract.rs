@@ -291,6 +291,9 @@ impl ExtractJob {
         if let Some(v) = &verdict {
             v.describe(&mut extra)?;
         }
+        if let Some(bytes) = crate::memory::peak_resident_bytes() {
+            extra.insert("peak_memory_bytes".into(), json!(bytes));
+        }
         let classes = outcome.extraction.choices().iter().filter(|c| c.is_some()).count();
         let json = outcome.extraction.result_json(&graph, &method, seconds, Value::Object(extra))?;
         Ok(ExtractResult {
