@@ -36,9 +36,39 @@ fn sanitize(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
 }
 
-/// Writes `extraction` of `g` as BLIF (model name `model`). Errors name the
-/// node whose operator is not understood or whose operands do not fit.
+/// The names of a circuit's inputs and outputs, in order, as `smoothe
+/// saturate` records them in the e-graph file (`"inputs"`, `"outputs"`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+pub struct CircuitNames {
+    /// Primary inputs, in order.
+    pub inputs: Vec<String>,
+    /// Primary outputs, in order.
+    pub outputs: Vec<String>,
+}
+
+/// Writes `extraction` of `g` as BLIF (model name `model`): inputs are the
+/// leaves' names made safe, sorted; outputs are `po0`, `po1`, ... Errors
+/// name the node whose operator is not understood or whose operands do not
+/// fit.
 pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Result<String> {
+    write_blif(g, extraction, model, None)
+}
+
+/// Writes `extraction` of `g` as BLIF with the circuit's own input and
+/// output names, in their order (every input, used or not), so that an
+/// equivalence checker can compare it with the circuit. Errors when the
+/// extraction reads an input the names do not list or has another number
+/// of outputs.
+pub fn to_blif_named(g: &EGraph, extraction: &OriginalExtraction, model: &str, names: &CircuitNames) -> Result<String> {
+    write_blif(g, extraction, model, Some(names))
+}
+
+fn write_blif(
+    g: &EGraph,
+    extraction: &OriginalExtraction,
+    model: &str,
+    names: Option<&CircuitNames>,
+) -> Result<String> {
     let order = extraction.check(g)?;
     let mut signal: HashMap<ClassIdx, Signal> = HashMap::new();
     let mut inputs: BTreeSet<String> = BTreeSet::new();
@@ -49,7 +79,7 @@ pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Resu
     for &c in &order {
         let n: NodeIdx = extraction.choices()[c.index()].expect("checked");
         let kids: Vec<Signal> = g.children(n).iter().map(|k| signal[k].clone()).collect();
-        let sig = node_signal(g, n, wire(c), &kids, &mut gates, &mut inputs)?;
+        let sig = node_signal(g, n, wire(c), &kids, &mut gates, &mut inputs, names.is_some())?;
         signal.insert(c, sig);
     }
     for &r in g.roots() {
@@ -59,14 +89,28 @@ pub fn to_blif(g: &EGraph, extraction: &OriginalExtraction, model: &str) -> Resu
             Signal::Pair(s, c) => outputs.extend([s.clone(), c.clone()]),
         }
     }
+    let (inputs, po): (Vec<String>, Vec<String>) = match names {
+        Some(names) => {
+            if let Some(unknown) = inputs.iter().find(|i| !names.inputs.contains(i)) {
+                bail!("the extraction reads input {unknown:?}, which the circuit's input names do not list");
+            }
+            if names.outputs.len() != outputs.len() {
+                bail!("the extraction has {} outputs, the circuit names {}", outputs.len(), names.outputs.len());
+            }
+            (names.inputs.clone(), names.outputs.clone())
+        }
+        None => (inputs.into_iter().collect(), (0..outputs.len()).map(|i| format!("po{i}")).collect()),
+    };
     let mut out = String::new();
     let _ = writeln!(out, ".model {}", sanitize(model));
-    let _ = writeln!(out, ".inputs {}", inputs.iter().cloned().collect::<Vec<_>>().join(" "));
-    let po: Vec<String> = (0..outputs.len()).map(|i| format!("po{i}")).collect();
+    let _ = writeln!(out, ".inputs {}", inputs.join(" "));
     let _ = writeln!(out, ".outputs {}", po.join(" "));
     out.push_str(&gates);
     for (p, w) in po.iter().zip(&outputs) {
-        gate(&mut out, std::slice::from_ref(w), p, &["1"]);
+        // An output named as the input it reads needs no buffer.
+        if p != w {
+            gate(&mut out, std::slice::from_ref(w), p, &["1"]);
+        }
     }
     out.push_str(".end\n");
     Ok(out)
@@ -82,6 +126,7 @@ fn node_signal(
     kids: &[Signal],
     gates: &mut String,
     inputs: &mut BTreeSet<String>,
+    raw_names: bool,
 ) -> Result<Signal> {
     let op = g.op(n);
     let wires = |what: &str| -> Result<Vec<String>> {
@@ -161,7 +206,7 @@ fn node_signal(
             Signal::Wire(name)
         }
         _ if kids.is_empty() => {
-            let input = sanitize(op);
+            let input = if raw_names { op.to_string() } else { sanitize(op) };
             inputs.insert(input.clone());
             Signal::Wire(input)
         }

@@ -38,5 +38,6 @@ pub mod preprocess;
 pub mod progress;
 pub mod relax;
 pub mod report;
+pub mod saturate;
 pub mod scc;
 pub mod timing;

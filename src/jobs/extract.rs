@@ -268,6 +268,7 @@ impl ExtractJob {
             .context("the extraction does not map onto the preprocessed graph (a bug)")?;
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
+        extra.extend(crate::memory::peak_resident_bytes().map(|b| ("peak_memory_bytes".to_string(), json!(b))));
         let mut constraints = Vec::new();
         let mut predicted = BTreeMap::new();
         if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
@@ -290,9 +291,6 @@ impl ExtractJob {
         };
         if let Some(v) = &verdict {
             v.describe(&mut extra)?;
-        }
-        if let Some(bytes) = crate::memory::peak_resident_bytes() {
-            extra.insert("peak_memory_bytes".into(), json!(bytes));
         }
         let classes = outcome.extraction.choices().iter().filter(|c| c.is_some()).count();
         let json = outcome.extraction.result_json(&graph, &method, seconds, Value::Object(extra))?;

@@ -7,6 +7,7 @@ mod extract;
 mod fit_delays;
 mod label;
 mod predict;
+mod saturate;
 mod search;
 mod terminal;
 mod tools;
@@ -49,6 +50,9 @@ enum Command {
     Predict(predict::PredictArgs),
     /// Write an extraction of a boolean e-graph as a netlist.
     Export(tools::ExportArgs),
+    /// Build an e-graph from a combinational BLIF circuit by equality
+    /// saturation with Boolean rewrites (esyn operators and costs).
+    Saturate(saturate::SaturateArgs),
     /// Learn a delay per operator from an oracle's measured delay (a
     /// static-timing model: arrival time over the chosen DAG), for
     /// `extract --op-delays` with --objective delay or --constraint.
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
         Command::Label(args) => label::run(args),
         Command::Predict(args) => predict::run(args),
         Command::Export(args) => tools::export(args),
+        Command::Saturate(args) => saturate::run(args),
         Command::FitDelays(args) => fit_delays::run(args),
     };
     if INTERRUPTED.load(Ordering::SeqCst) {

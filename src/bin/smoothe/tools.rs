@@ -68,7 +68,12 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let ex = OriginalExtraction::load_valid_file(&graph, &a.extraction)?;
     debug_assert_eq!(a.format, "blif");
     let stem = a.egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("design");
-    let text = smoothe::export::to_blif(&graph, &ex, stem).with_context(|| format!("{}", a.egraph.display()))?;
+    // An e-graph made by `saturate` names its circuit's inputs and outputs.
+    let text = match load::circuit_names(&a.egraph)? {
+        Some(names) => smoothe::export::to_blif_named(&graph, &ex, stem, &names),
+        None => smoothe::export::to_blif(&graph, &ex, stem),
+    }
+    .with_context(|| format!("{}", a.egraph.display()))?;
     match a.output {
         Some(p) => smoothe::files::write_text(&p, &text)?,
         None => write_stdout(&text)?,
