@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The scale study behind scale.sh: see that script for what it runs.
+
+Circuits (CIRCUITS, names below): ABC `gen` multipliers and adders,
+structurally hashed, and mul3 exported from its esyn e-graph. Each is
+saturated at every node limit in SIZES (egg counts e-nodes; it may stop
+below a limit when an iteration would overshoot it, or at its iteration
+limit). E-graphs are cached in $SCALE_CACHE (default ~/.cache/smoothe-scale),
+each beside a .cmd file with the commands that made it."""
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
+CACHE = Path(os.environ.get("SCALE_CACHE", Path.home() / ".cache" / "smoothe-scale"))
+ABC = os.environ.get("ABC", "berkeley-abc")
+SIZES = [int(s) for s in os.environ.get("SIZES", "10000 100000 300000").split()]
+LIMITS = [float(s) for s in os.environ.get("LIMITS", "30").split()]
+GEN = {"mul8": "gen -N 8 -m", "mul16": "gen -N 16 -m", "add64": "gen -N 64 -a"}
+CIRCUITS = os.environ.get("CIRCUITS", "mul8 mul16 add64 mul3").split()
+FIELDS = ["circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "stop",
+          "info_s", "info_peak_mb", "greedy_cost", "greedy_s", "greedy_peak_mb",
+          "dag_greedy_cost", "dag_greedy_s", "dag_greedy_peak_mb", "limit_s", "smoothe_cost",
+          "smoothe_steps", "ms_per_step", "smoothe_peak_mb"]
+
+
+def timed(cmd):
+    """Runs cmd under /usr/bin/time -v: (stdout, stderr, wall seconds, peak MiB)."""
+    print(" ".join(map(str, cmd)), file=sys.stderr)
+    p = subprocess.run(["/usr/bin/time", "-v", *map(str, cmd)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd} failed:\n{p.stderr[-2000:]}")
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", p.stderr)
+    seconds = (int(wall.group(1) or 0) * 60 + int(wall.group(2))) * 60 + float(wall.group(3))
+    peak = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
+    return p.stdout, p.stderr, seconds, peak
+
+
+def circuit_blif(name):
+    """The circuit as structurally hashed BLIF in the cache, made once."""
+    path = CACHE / f"{name}.blif"
+    if path.exists():
+        return path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    if name in GEN:
+        raw = CACHE / f"{name}.raw.blif"
+        script = f"{GEN[name]} {raw}; read {raw}; strash; write_blif {path}"
+        subprocess.run([ABC, "-c", script], check=True, capture_output=True)
+        (CACHE / f"{name}.blif.cmd").write_text(f"{ABC} -c '{script}'\n")
+    elif name == "mul3":
+        graph = ROOT / "datasets" / "esyn" / "mul3.json"
+        extraction = CACHE / "mul3.dag-greedy.json"
+        subprocess.run([BIN, "extract", graph, "-o", extraction, "-q"], check=True)
+        subprocess.run([BIN, "export", graph, extraction, "-o", path], check=True)
+        (CACHE / f"{name}.blif.cmd").write_text(
+            f"smoothe extract {graph} -o {extraction}\nsmoothe export {graph} {extraction} -o {path}\n")
+    else:
+        raise SystemExit(f"unknown circuit {name}")
+    return path
+
+
+def main():
+    rows = []
+    for name in CIRCUITS:
+        blif = circuit_blif(name)
+        for limit in SIZES:
+            graph = CACHE / f"{name}-{limit}.json"
+            cmd = [BIN, "saturate", blif, "-o", graph, "--node-limit", limit, "--iter-limit", 1000,
+                   "--time-limit", 600, "-q"]
+            _, err, sat_s, sat_mb = timed(cmd)
+            (CACHE / f"{name}-{limit}.json.cmd").write_text(" ".join(map(str, cmd)) + "\n")
+            m = re.search(r"(\d+) e-classes, (\d+) e-nodes after \d+ iteration\(s\) \(([\w-]+)", err)
+            row = {"circuit": name, "node_limit": limit, "classes": int(m.group(1)), "nodes": int(m.group(2)),
+                   "saturate_s": round(sat_s, 2), "saturate_peak_mb": round(sat_mb), "stop": m.group(3)}
+            _, _, info_s, info_mb = timed([BIN, "info", graph])
+            row.update(info_s=round(info_s, 2), info_peak_mb=round(info_mb))
+            for method in ["greedy", "dag-greedy"]:
+                out = CACHE / f"{name}-{limit}.{method}.json"
+                _, _, s, mb = timed([BIN, "extract", "--method", method, graph, "-o", out, "-q"])
+                key = method.replace("-", "_")
+                row.update({f"{key}_cost": json.load(open(out))["dag_cost"], f"{key}_s": round(s, 2),
+                            f"{key}_peak_mb": round(mb)})
+            for t in LIMITS:
+                out = CACHE / f"{name}-{limit}.smoothe{int(t)}.json"
+                _, _, s, mb = timed([BIN, "extract", "--method", "smoothe", "--batch", 8, "--time-limit", t,
+                                     graph, "-o", out, "-q"])
+                r = json.load(open(out))
+                rows.append({**row, "limit_s": t, "smoothe_cost": r["dag_cost"], "smoothe_steps": r["steps"],
+                             "ms_per_step": round(r["ms_per_step"], 1), "smoothe_peak_mb": round(mb)})
+            write(rows)
+
+
+def write(rows):
+    with open(ROOT / "experiments" / "scale.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["# Time and memory against e-graph size", "",
+             "Made by `experiments/scale.sh` (2 cores). E-graphs from `smoothe saturate` at each node limit; "
+             "times are wall seconds of the whole command, memory its peak resident set (MiB). "
+             "SmoothE: `--batch 8`, its time limit includes its dag-greedy start.", "",
+             "| circuit | limit | classes | nodes | saturate s | MiB | load+preprocess s | MiB | greedy cost | s "
+             "| dag-greedy cost | s | MiB | SmoothE limit s | cost | steps | ms/step | MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r[k]) for k in [
+            "circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "info_s", "info_peak_mb",
+            "greedy_cost", "greedy_s", "dag_greedy_cost", "dag_greedy_s", "dag_greedy_peak_mb", "limit_s",
+            "smoothe_cost", "smoothe_steps", "ms_per_step", "smoothe_peak_mb"]) + " |")
+    (ROOT / "experiments" / "scale.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
