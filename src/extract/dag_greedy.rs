@@ -41,10 +41,9 @@ impl Extractor for DagGreedy {
                 queued[n.index()] = true;
             }
         }
-        // Scratch membership stamps for set unions.
-        let mut stamp = vec![0u32; nc];
-        let mut epoch = 0u32;
+        let mut unions = Unions { stamp: vec![0; nc], epoch: 0 };
         let mut kids: Vec<ClassIdx> = Vec::new();
+        let nonnegative = g.nodes().all(|n| g.cost(n) >= 0.0);
         while let Some(Reverse((_, n))) = queue.pop() {
             queued[n.index()] = false;
             let c = g.class_of(n);
@@ -62,31 +61,22 @@ impl Extractor for DagGreedy {
                 if kids.len() == 1 && g.cost(n) + sets[kids[0].index()].as_ref().expect("ready").total > best {
                     continue;
                 }
-                epoch += 1;
                 let biggest = *kids
                     .iter()
                     .max_by_key(|&&k| sets[k.index()].as_ref().expect("ready").members.len())
                     .expect("non-empty");
-                let mut members = sets[biggest.index()].as_ref().expect("ready").members.clone();
-                for &(m, _) in &members {
-                    stamp[m.index()] = epoch;
-                }
-                for &k in &kids {
-                    if k == biggest {
-                        continue;
-                    }
-                    for &(m, cost) in &sets[k.index()].as_ref().expect("ready").members {
-                        if stamp[m.index()] != epoch {
-                            stamp[m.index()] = epoch;
-                            members.push((m, cost));
-                        }
-                    }
-                }
-                if stamp[c.index()] == epoch {
+                let Some(total) = unions.total(&sets, &kids, biggest, best, nonnegative) else {
+                    continue; // no better
+                };
+                if unions.stamp[c.index()] == unions.epoch {
                     continue; // the children already need this class: a cycle
                 }
+                let total = total + g.cost(n);
+                if total >= best {
+                    continue;
+                }
+                let mut members = unions.members(&sets, &kids, biggest);
                 members.push((c, g.cost(n)));
-                let total = members.iter().map(|&(_, cost)| cost).sum();
                 CostSet { members, total, choice: n }
             };
             if candidate.total < best {
@@ -105,6 +95,72 @@ impl Extractor for DagGreedy {
         let preferred: Vec<Option<NodeIdx>> = sets.iter().map(|s| s.as_ref().map(|s| s.choice)).collect();
         Ok(complete_acyclic(g, &preferred, |n| -g.cost(n)))
     }
+}
+
+/// Scratch membership stamps for unions of the children's sets: a class
+/// is in the current union when its stamp is the current epoch.
+struct Unions {
+    stamp: Vec<u32>,
+    epoch: u32,
+}
+
+impl Unions {
+    /// The total cost of the union of the sets of `kids` (`biggest` the
+    /// one with the most members), summed in the order [`Unions::members`]
+    /// lists them, so that it is that set's exact total; its members stay
+    /// stamped. `None` once a partial sum reaches `best` where every cost
+    /// is at least 0 (`nonnegative`: a partial sum then only grows).
+    fn total(
+        &mut self,
+        sets: &[Option<CostSet>],
+        kids: &[ClassIdx],
+        biggest: ClassIdx,
+        best: f64,
+        nonnegative: bool,
+    ) -> Option<f64> {
+        self.epoch += 1;
+        let mut total = 0.0;
+        for &(m, cost) in members_of(sets, biggest) {
+            self.stamp[m.index()] = self.epoch;
+            total += cost;
+        }
+        for &k in kids.iter().filter(|&&k| k != biggest) {
+            for &(m, cost) in members_of(sets, k) {
+                if self.stamp[m.index()] != self.epoch {
+                    self.stamp[m.index()] = self.epoch;
+                    total += cost;
+                    if nonnegative && total >= best {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(total)
+    }
+
+    /// The union itself: `biggest`'s members, then the other sets' new
+    /// ones in the order of `kids`.
+    fn members(&mut self, sets: &[Option<CostSet>], kids: &[ClassIdx], biggest: ClassIdx) -> Vec<(ClassIdx, f64)> {
+        self.epoch += 1;
+        let mut members = members_of(sets, biggest).to_vec();
+        for &(m, _) in &members {
+            self.stamp[m.index()] = self.epoch;
+        }
+        for &k in kids.iter().filter(|&&k| k != biggest) {
+            for &(m, cost) in members_of(sets, k) {
+                if self.stamp[m.index()] != self.epoch {
+                    self.stamp[m.index()] = self.epoch;
+                    members.push((m, cost));
+                }
+            }
+        }
+        members
+    }
+}
+
+/// The members of class `k`'s set, which must be ready.
+fn members_of(sets: &[Option<CostSet>], k: ClassIdx) -> &[(ClassIdx, f64)] {
+    sets[k.index()].as_ref().expect("ready").members.as_slice()
 }
 
 /// `f64` ordered by `total_cmp`, for heap keys.
