@@ -46,6 +46,25 @@ pub struct CircuitNames {
     pub outputs: Vec<String>,
 }
 
+impl CircuitNames {
+    /// The names recorded in the e-graph file at `path` (`"inputs"` and
+    /// `"outputs"`), if it has both.
+    pub fn read(path: &std::path::Path) -> Result<Option<CircuitNames>> {
+        #[derive(serde::Deserialize)]
+        struct Recorded {
+            inputs: Option<Vec<String>>,
+            outputs: Option<Vec<String>>,
+        }
+        let text = crate::load::read_text(path)?;
+        let recorded: Recorded = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: invalid e-graph JSON: {e}", path.display()))?;
+        Ok(match (recorded.inputs, recorded.outputs) {
+            (Some(inputs), Some(outputs)) => Some(CircuitNames { inputs, outputs }),
+            _ => None,
+        })
+    }
+}
+
 /// Writes `extraction` of `g` as BLIF (model name `model`): inputs are the
 /// leaves' names made safe, sorted; outputs are `po0`, `po1`, ... Errors
 /// name the node whose operator is not understood or whose operands do not

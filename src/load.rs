@@ -125,22 +125,6 @@ pub fn read_text(path: &Path) -> Result<String> {
     Ok(text)
 }
 
-/// The circuit names `smoothe saturate` recorded in the e-graph file at
-/// `path` (`"inputs"` and `"outputs"`), if it has them.
-pub fn circuit_names(path: &Path) -> Result<Option<crate::export::CircuitNames>> {
-    #[derive(Deserialize)]
-    struct Names {
-        inputs: Option<Vec<String>>,
-        outputs: Option<Vec<String>>,
-    }
-    let names: Names =
-        serde_json::from_str(&read_text(path)?).with_context(|| format!("{}: invalid e-graph JSON", path.display()))?;
-    Ok(match (names.inputs, names.outputs) {
-        (Some(inputs), Some(outputs)) => Some(crate::export::CircuitNames { inputs, outputs }),
-        _ => None,
-    })
-}
-
 /// Parses egraph-serialize JSON text. Warnings (such as inferred roots) go
 /// to the `log` facade.
 pub fn parse_str(text: &str) -> Result<EGraph> {

@@ -69,7 +69,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
     debug_assert_eq!(a.format, "blif");
     let stem = a.egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("design");
     // An e-graph made by `saturate` names its circuit's inputs and outputs.
-    let text = match load::circuit_names(&a.egraph)? {
+    let text = match smoothe::export::CircuitNames::read(&a.egraph)? {
         Some(names) => smoothe::export::to_blif_named(&graph, &ex, stem, &names),
         None => smoothe::export::to_blif(&graph, &ex, stem),
     }
