@@ -38,7 +38,7 @@ fn sanitize(name: &str) -> String {
 
 /// The names of a circuit's inputs and outputs, in order, as `smoothe
 /// saturate` records them in the e-graph file (`"inputs"`, `"outputs"`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CircuitNames {
     /// Primary inputs, in order.
     pub inputs: Vec<String>,
@@ -47,17 +47,16 @@ pub struct CircuitNames {
 }
 
 impl CircuitNames {
-    /// The names recorded in the e-graph file at `path` (`"inputs"` and
+    /// The names recorded in the e-graph JSON `text` (`"inputs"` and
     /// `"outputs"`), if it has both.
-    pub fn read(path: &std::path::Path) -> Result<Option<CircuitNames>> {
+    pub fn of_json(text: &str) -> Result<Option<CircuitNames>> {
         #[derive(serde::Deserialize)]
         struct Recorded {
             inputs: Option<Vec<String>>,
             outputs: Option<Vec<String>>,
         }
-        let text = crate::load::read_text(path)?;
-        let recorded: Recorded = serde_json::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: invalid e-graph JSON: {e}", path.display()))?;
+        let recorded: Recorded =
+            serde_json::from_str(text).map_err(|e| anyhow::anyhow!("invalid e-graph JSON: {e}"))?;
         Ok(match (recorded.inputs, recorded.outputs) {
             (Some(inputs), Some(outputs)) => Some(CircuitNames { inputs, outputs }),
             _ => None,

@@ -99,8 +99,14 @@ struct RawGraph {
 /// gzip-compressed when the name ends in `.gz`); errors name the file, and
 /// warnings (such as inferred roots) go to the `log` facade, naming it.
 pub fn load_file(path: &Path) -> Result<EGraph> {
-    let text = read_text(path)?;
-    let (graph, warnings) = parse_with_warnings(&text).with_context(|| format!("{}", path.display()))?;
+    parse_file_text(path, &read_text(path)?)
+}
+
+/// Parses `text`, the content of the e-graph file at `path` (for a caller
+/// that reads more than the graph from it); errors and warnings name the
+/// file, as [`load_file`]'s do.
+pub fn parse_file_text(path: &Path, text: &str) -> Result<EGraph> {
+    let (graph, warnings) = parse_with_warnings(text).with_context(|| format!("{}", path.display()))?;
     for w in warnings {
         log::warn!("{}: {w}", path.display());
     }

@@ -64,12 +64,15 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
 }
 
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
-    let graph = load::load_file(&a.egraph)?;
+    // Read once: the graph and, for an e-graph made by `saturate`, its
+    // circuit's input and output names.
+    let json = load::read_text(&a.egraph)?;
+    let graph = load::parse_file_text(&a.egraph, &json)?;
+    let names = smoothe::export::CircuitNames::of_json(&json).with_context(|| format!("{}", a.egraph.display()))?;
     let ex = OriginalExtraction::load_valid_file(&graph, &a.extraction)?;
     debug_assert_eq!(a.format, "blif");
     let stem = a.egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("design");
-    // An e-graph made by `saturate` names its circuit's inputs and outputs.
-    let text = match smoothe::export::CircuitNames::read(&a.egraph)? {
+    let text = match names {
         Some(names) => smoothe::export::to_blif_named(&graph, &ex, stem, &names),
         None => smoothe::export::to_blif(&graph, &ex, stem),
     }
