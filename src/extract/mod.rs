@@ -9,8 +9,12 @@ mod dag_greedy;
 mod depth_greedy;
 mod greedy;
 mod guided;
+#[cfg(feature = "ilp")]
+pub mod ilp;
 pub mod local_search;
 pub mod moves;
+#[cfg(feature = "ilp")]
+mod portfolio;
 mod random;
 mod smoothe;
 
@@ -21,6 +25,10 @@ pub use greedy::Greedy;
 pub use guided::{
     guided_search, linear_start, linear_start_config, with_model, BestOfRandom, GuidedSearch, SmoothEWith,
 };
+#[cfg(feature = "ilp")]
+pub use ilp::{Certified, Ilp, IlpStatus};
+#[cfg(feature = "ilp")]
+pub use portfolio::Portfolio;
 pub use random::{random_extraction, RandomExtractor};
 pub use smoothe::{OptimizerKind, Parameterisation, SmoothE, SmoothEConfig};
 
@@ -87,7 +95,14 @@ impl ExtractOptions {
 }
 
 /// Names accepted by [`by_name`].
+#[cfg(feature = "ilp")]
+pub const METHODS: &[&str] = &["greedy", "dag-greedy", "depth-greedy", "random", "smoothe", "ilp", "auto"];
+/// Names accepted by [`by_name`] (a build without the `ilp` feature).
+#[cfg(not(feature = "ilp"))]
 pub const METHODS: &[&str] = &["greedy", "dag-greedy", "depth-greedy", "random", "smoothe"];
+
+/// Methods that solve the linear program exactly and take node costs only.
+pub const EXACT_METHODS: &[&str] = &["ilp", "auto"];
 
 /// Builds the extractor registered under `name`.
 pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor>> {
@@ -97,6 +112,12 @@ pub fn by_name(name: &str, options: &ExtractOptions) -> Result<Box<dyn Extractor
         "depth-greedy" => Box::new(DepthGreedy { delays: options.op_delays.clone() }),
         "random" => Box::new(RandomExtractor { seed: options.seed }),
         "smoothe" => Box::new(options.smoothe()),
+        #[cfg(feature = "ilp")]
+        "ilp" => Box::new(Ilp { time_limit: options.smoothe.time_limit, progress: options.progress.clone() }),
+        #[cfg(feature = "ilp")]
+        "auto" => Box::new(Portfolio { smoothe: options.smoothe(), time_limit: options.smoothe.time_limit }),
+        #[cfg(not(feature = "ilp"))]
+        "ilp" | "auto" => bail!("--method {name} needs a build with the `ilp` feature (on by default)"),
         other => bail!("unknown method {other:?}; expected one of {}", METHODS.join(", ")),
     })
 }

@@ -269,6 +269,10 @@ impl ExtractJob {
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
         extra.extend(crate::memory::peak_resident_bytes().map(|b| ("peak_memory_bytes".to_string(), json!(b))));
+        #[cfg(feature = "ilp")]
+        if method == "smoothe" && cost_model.is_none() && timed_objective.is_none() {
+            linear_bound(&problem, outcome.dag_cost, &mut extra);
+        }
         let mut constraints = Vec::new();
         let mut predicted = BTreeMap::new();
         if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
@@ -313,6 +317,12 @@ impl ExtractJob {
         let method = self.method.clone().unwrap_or_else(|| {
             if self.model.is_some() || self.quadratic.is_some() || timed { "smoothe" } else { "dag-greedy" }.to_string()
         });
+        if extract::EXACT_METHODS.contains(&method.as_str()) && (self.model.is_some() || self.quadratic.is_some()) {
+            bail!(
+                "--method {method} solves for the node costs exactly and takes linear costs only; it cannot be \
+                 combined with --model or --quadratic (use --method smoothe)"
+            );
+        }
         if timed {
             if self.quadratic.is_some() {
                 bail!(
@@ -372,6 +382,22 @@ impl ExtractJob {
         let objective = model(&metric)?;
         let bounds = self.constraints.iter().map(|c| Ok((model(&c.metric)?, c.clone()))).collect::<Result<_>>()?;
         Ok(Constrained::new(&metric, objective, bounds, &DagGreedy.extract(problem)?))
+    }
+}
+
+/// Seconds the linear relaxation may take to bound a SmoothE answer.
+#[cfg(feature = "ilp")]
+const LP_BOUND_SECONDS: f64 = 10.0;
+
+/// Adds `lower_bound` and `gap` to a linear extraction's details, from the
+/// linear relaxation of the exact program, when it solves within
+/// [`LP_BOUND_SECONDS`].
+#[cfg(feature = "ilp")]
+fn linear_bound(problem: &preprocess::Reduced, dag_cost: f64, extra: &mut Map<String, Value>) {
+    if let Some(bound) = extract::ilp::lp_lower_bound(problem, LP_BOUND_SECONDS) {
+        let bound = bound.min(dag_cost);
+        extra.insert("lower_bound".into(), json!(bound));
+        extra.insert("gap".into(), json!(extract::ilp::relative_gap(dag_cost, bound)));
     }
 }
 

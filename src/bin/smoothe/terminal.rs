@@ -7,12 +7,15 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// Prints the library's `log` warnings and errors on stderr.
+/// Prints the library's `log` warnings and errors on stderr. The HiGHS
+/// binding warns whenever a solve stops at its time limit, which the
+/// result's `status` already says, so only its errors are shown.
 struct StderrLog;
 
 impl log::Log for StderrLog {
     fn enabled(&self, metadata: &log::Metadata) -> bool {
-        metadata.level() <= log::Level::Warn
+        let least = if metadata.target().starts_with("highs") { log::Level::Error } else { log::Level::Warn };
+        metadata.level() <= least
     }
     fn log(&self, record: &log::Record) {
         if self.enabled(record.metadata()) {

@@ -1,0 +1,434 @@
+//! Exact extraction as an integer linear program, solved by HiGHS.
+//!
+//! The program, on the preprocessed graph: one binary per node; at most one
+//! chosen node per class; exactly one in each root class; a chosen node
+//! needs one chosen node in each of its child classes (child implication).
+//! Acyclicity takes one order variable per class, only inside the strongly
+//! connected components with more than one class (the only places a cycle
+//! can close): a chosen node's class is ordered after each child class of
+//! the same component. The objective, the sum of the chosen nodes' costs,
+//! is the DAG cost of the extraction.
+//!
+//! Where some node costs are negative, the program could lower its
+//! objective with chosen classes the roots do not reach; there it also
+//! requires every chosen non-root class to have a chosen parent node, which
+//! with acyclicity makes the chosen classes exactly those reached.
+//!
+//! Every solve starts from an incumbent (a valid extraction), so a time
+//! limit always ends with an answer, and reports the solver's lower bound
+//! beside it. Nodes that cannot be part of an extraction cheaper than the
+//! incumbent are fixed to zero before the solve (see [`cost_floors`]).
+
+use super::{DagGreedy, Extractor};
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
+use crate::extraction::Extraction;
+use crate::preprocess::Reduced;
+use crate::progress::Observer;
+use anyhow::{bail, Context, Result};
+use highs::{Col, HighsModelStatus, RowProblem, Sense};
+use serde_json::{json, Map, Value};
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How a solve ended: the answer is proven optimal, or the time ran out
+/// first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IlpStatus {
+    /// The answer is a proven optimum.
+    Optimal,
+    /// The time limit (or another limit of the solver) stopped it first;
+    /// the answer is its best found.
+    TimeLimit,
+}
+
+impl IlpStatus {
+    /// The name written in result files: `optimal` or `time_limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IlpStatus::Optimal => "optimal",
+            IlpStatus::TimeLimit => "time_limit",
+        }
+    }
+}
+
+/// The outcome of [`solve`]: an extraction of the reduced graph with a
+/// certificate of how far from optimal it can be.
+#[derive(Debug, Clone)]
+pub struct Certified {
+    /// The best extraction found (never worse than the incumbent).
+    pub extraction: Extraction,
+    /// Its DAG cost on the reduced graph.
+    pub cost: f64,
+    /// A lower bound on the DAG cost of every valid extraction, at most
+    /// `cost`.
+    pub lower_bound: f64,
+    /// Whether `extraction` is proven optimal.
+    pub status: IlpStatus,
+}
+
+impl Certified {
+    /// (cost - lower bound) / |cost|, 0 when both are 0.
+    pub fn gap(&self) -> f64 {
+        relative_gap(self.cost, self.lower_bound)
+    }
+
+    /// The result-file fields: `status`, `lower_bound` and `gap`.
+    pub fn describe(&self, details: &mut Map<String, Value>) {
+        details.insert("status".into(), json!(self.status.as_str()));
+        details.insert("lower_bound".into(), json!(self.lower_bound));
+        details.insert("gap".into(), json!(self.gap()));
+    }
+}
+
+/// (cost - bound) / |cost|, 0 when the two are equal.
+pub fn relative_gap(cost: f64, bound: f64) -> f64 {
+    if cost == bound {
+        0.0
+    } else {
+        (cost - bound) / cost.abs()
+    }
+}
+
+/// `--method ilp`: the exact program from dag-greedy's extraction, for at
+/// most `time_limit` seconds (0: no limit).
+pub struct Ilp {
+    /// Wall-clock limit of the solver in seconds (0: none).
+    pub time_limit: f64,
+    /// Where the solve reports the seconds it has run.
+    pub progress: Observer,
+}
+
+impl Extractor for Ilp {
+    fn name(&self) -> &'static str {
+        "ilp"
+    }
+
+    fn extract_with_details(&self, problem: &Reduced) -> Result<(Extraction, Map<String, Value>)> {
+        let incumbent = DagGreedy.extract(problem)?;
+        let certified = solve(problem, &incumbent, self.time_limit, &self.progress)?;
+        let mut details = Map::new();
+        certified.describe(&mut details);
+        Ok((certified.extraction, details))
+    }
+}
+
+/// Solves the program on `problem` from `incumbent` (a valid extraction of
+/// the reduced graph), for at most `time_limit` seconds (0: none),
+/// reporting the seconds it has run to `progress`. The answer is never
+/// worse than the incumbent.
+pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progress: &Observer) -> Result<Certified> {
+    let g = &problem.graph;
+    let upper = incumbent.dag_cost(g).context("the ILP's incumbent is not a valid extraction (a bug)")?;
+    let floors = cost_floors(problem);
+    let beyond = |n: NodeIdx| floors[n.index()] > upper + 1e-9 * upper.abs().max(1.0);
+    let (rows, columns) = build(problem, beyond, true);
+    let start = columns.values_of(problem, incumbent);
+    let mut model = rows.optimise(Sense::Minimise);
+    model.set_option("mip_rel_gap", 0.0);
+    if time_limit > 0.0 {
+        model.set_option("time_limit", time_limit);
+    }
+    model.set_solution(Some(&start), None, None, None);
+    let status_line = format!("exact solve from {upper}");
+    let solved = with_clock(progress, time_limit, &status_line, || model.try_solve())
+        .map_err(|e| anyhow::anyhow!("HiGHS failed: {e:?}"))?;
+    let status = match solved.status() {
+        HighsModelStatus::Optimal => IlpStatus::Optimal,
+        // Any limit that stops the search early leaves its best and a bound.
+        HighsModelStatus::ReachedTimeLimit
+        | HighsModelStatus::ReachedInterrupt
+        | HighsModelStatus::ReachedIterationLimit
+        | HighsModelStatus::ReachedSolutionLimit
+        | HighsModelStatus::ReachedMemoryLimit => IlpStatus::TimeLimit,
+        other => bail!("HiGHS ended with status {other:?} on a graph with a valid extraction (a bug)"),
+    };
+    let dual_bound = info_value(&solved, "mip_dual_bound").unwrap_or(f64::NEG_INFINITY);
+    let found = columns.extraction(g, solved.get_solution().columns());
+    let (extraction, cost) = match found.and_then(|e| e.dag_cost(g).ok().map(|c| (e, c))) {
+        Some((e, c)) if c < upper => (e, c),
+        _ => (incumbent.clone(), upper),
+    };
+    // The solver proves its incumbent optimal up to its tolerances; a bound
+    // above a feasible cost is rounding, so the bound is clamped to it.
+    let trivial = trivial_bound(problem, &floors);
+    let lower_bound = dual_bound.max(trivial).min(cost);
+    let status = if status == IlpStatus::Optimal && cost - lower_bound <= 1e-6 * cost.abs().max(1.0) {
+        IlpStatus::Optimal
+    } else {
+        IlpStatus::TimeLimit
+    };
+    let lower_bound = if status == IlpStatus::Optimal { cost } else { lower_bound };
+    Ok(Certified { extraction, cost, lower_bound, status })
+}
+
+/// The linear relaxation's optimum on `problem` (no integrality, no order
+/// variables): a lower bound on the DAG cost of every valid extraction, or
+/// `None` when the LP does not finish within `time_limit` seconds.
+pub fn lp_lower_bound(problem: &Reduced, time_limit: f64) -> Option<f64> {
+    let (rows, _) = build(problem, |_| false, false);
+    let mut model = rows.optimise(Sense::Minimise);
+    if time_limit > 0.0 {
+        model.set_option("time_limit", time_limit);
+    }
+    let solved = model.try_solve().ok()?;
+    (solved.status() == HighsModelStatus::Optimal).then(|| {
+        let value = solved.objective_value();
+        // The simplex's optimum can sit a rounding error above the true one.
+        value - 1e-9 * value.abs().max(1.0)
+    })
+}
+
+/// Runs `work` while a second thread reports the seconds it has taken to
+/// `progress` (a task of `time_limit` seconds, or of none when 0), since
+/// the solver itself reports nothing until it returns.
+fn with_clock<T>(progress: &Observer, time_limit: f64, status: &str, work: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let done = AtomicBool::new(false);
+    progress.begin("s", time_limit.ceil() as u64);
+    let out = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                progress.advance(start.elapsed().as_secs(), status);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let out = work();
+        done.store(true, Ordering::Relaxed);
+        out
+    });
+    progress.end();
+    out
+}
+
+/// A double from HiGHS's information record (such as `mip_dual_bound`),
+/// if it is there and finite.
+fn info_value(solved: &highs::SolvedModel, name: &str) -> Option<f64> {
+    let name = CString::new(name).ok()?;
+    solved.double_info_value(&name).ok().filter(|v| v.is_finite())
+}
+
+/// The program's columns standing for nodes and class orders.
+struct Columns {
+    /// Column of each node, in node order (`None` for a node fixed to 0).
+    node_cols: Vec<Option<Col>>,
+    /// Order column of each class in a cyclic component.
+    order_cols: Vec<Option<Col>>,
+    /// Columns in all.
+    num_cols: usize,
+}
+
+/// The program on `problem`, without the nodes `fixed` says are 0: binary
+/// node columns and order rows when `integral`, else the linear relaxation
+/// with no order rows.
+fn build(problem: &Reduced, fixed: impl Fn(NodeIdx) -> bool, integral: bool) -> (RowProblem, Columns) {
+    let g = &problem.graph;
+    let mut rows = RowProblem::default();
+    let mut node_cols = Vec::with_capacity(g.num_nodes());
+    for n in g.nodes() {
+        node_cols.push((!fixed(n)).then(|| match integral {
+            true => rows.add_integer_column(g.cost(n), 0..=1),
+            false => rows.add_column(g.cost(n), 0..=1),
+        }));
+    }
+    let mut num_cols = node_cols.iter().flatten().count();
+    let class_terms = |c: ClassIdx| -> Vec<(Col, f64)> {
+        g.class_nodes(c).iter().filter_map(|m| node_cols[m.index()].map(|col| (col, 1.0))).collect()
+    };
+    for c in g.classes() {
+        rows.add_row(..=1.0, class_terms(c));
+    }
+    for &r in g.roots() {
+        rows.add_row(1.0..=1.0, class_terms(r));
+    }
+    if g.nodes().any(|n| g.cost(n) < 0.0) {
+        let mut is_root = vec![false; g.num_classes()];
+        for &r in g.roots() {
+            is_root[r.index()] = true;
+        }
+        for c in g.classes().filter(|c| !is_root[c.index()]) {
+            // chosen nodes of c <= chosen parent nodes of c
+            let mut parents: Vec<NodeIdx> = g.parents(c).to_vec();
+            parents.sort_unstable();
+            parents.dedup();
+            let mut terms = class_terms(c);
+            terms.extend(parents.iter().filter_map(|p| node_cols[p.index()].map(|col| (col, -1.0))));
+            rows.add_row(..=0.0, terms);
+        }
+    }
+    let mut kids: Vec<ClassIdx> = Vec::new();
+    for n in g.nodes() {
+        let Some(col) = node_cols[n.index()] else { continue };
+        kids.clear();
+        kids.extend_from_slice(g.children(n));
+        kids.sort_unstable();
+        kids.dedup();
+        for &k in &kids {
+            // chosen(n) <= sum of chosen nodes of k
+            let mut terms = class_terms(k);
+            terms.push((col, -1.0));
+            rows.add_row(0.0.., terms);
+        }
+    }
+    let mut order_cols = vec![None; g.num_classes()];
+    if integral {
+        for i in 0..problem.sccs.len() {
+            let members = problem.sccs.members(i);
+            if members.len() < 2 {
+                continue;
+            }
+            let top = (members.len() - 1) as f64;
+            for &c in members {
+                order_cols[c.index()] = Some(rows.add_column(0.0, 0.0..=top));
+                num_cols += 1;
+            }
+        }
+        for n in g.nodes() {
+            let (Some(col), Some(parent)) = (node_cols[n.index()], order_cols[g.class_of(n).index()]) else {
+                continue;
+            };
+            let size = problem.sccs.members(problem.sccs.component_of[g.class_of(n).index()] as usize).len();
+            kids.clear();
+            kids.extend_from_slice(g.children(n));
+            kids.sort_unstable();
+            kids.dedup();
+            for &k in &kids {
+                if let Some(child) = order_cols[k.index()].filter(|_| same_component(problem, g.class_of(n), k)) {
+                    // order(class) - order(child) >= 1 when n is chosen
+                    let big = size as f64;
+                    rows.add_row(1.0 - big.., [(parent, 1.0), (child, -1.0), (col, -big)]);
+                }
+            }
+        }
+    }
+    (rows, Columns { node_cols, order_cols, num_cols })
+}
+
+impl Columns {
+    /// The column values of `extraction` (valid for the reduced graph):
+    /// its chosen nodes at 1, and each cyclic class at its rank in a
+    /// children-first order of the chosen DAG.
+    fn values_of(&self, problem: &Reduced, extraction: &Extraction) -> Vec<f64> {
+        let g = &problem.graph;
+        let mut values = vec![0.0; self.num_cols];
+        let chosen = extraction.check(g).unwrap_or_default();
+        for &c in &chosen {
+            if let Some(col) = extraction.choices[c.index()].and_then(|n| self.node_cols[n.index()]) {
+                values[col.index()] = 1.0;
+            }
+        }
+        for (c, rank) in children_first_ranks(problem, extraction) {
+            if let Some(col) = self.order_cols[c.index()] {
+                values[col.index()] = rank as f64;
+            }
+        }
+        values
+    }
+
+    /// The extraction the column values choose (per class the node at 1),
+    /// if it is valid.
+    fn extraction(&self, g: &EGraph, columns: &[f64]) -> Option<Extraction> {
+        let mut out = Extraction::empty(g.num_classes());
+        for n in g.nodes() {
+            if self.node_cols[n.index()].is_some_and(|col| columns.get(col.index()).is_some_and(|&v| v > 0.5)) {
+                out.choices[g.class_of(n).index()] = Some(n);
+            }
+        }
+        out.is_valid(g).then_some(out)
+    }
+}
+
+fn same_component(problem: &Reduced, a: ClassIdx, b: ClassIdx) -> bool {
+    problem.sccs.component_of[a.index()] == problem.sccs.component_of[b.index()]
+}
+
+/// For each class an extraction reaches inside a cyclic component, its rank
+/// among its component's reached classes in a children-first order (every
+/// chosen child of the same component ranks lower).
+fn children_first_ranks(problem: &Reduced, extraction: &Extraction) -> Vec<(ClassIdx, usize)> {
+    let g = &problem.graph;
+    let mut done = vec![false; g.num_classes()];
+    let mut on_stack = vec![false; g.num_classes()];
+    let mut next_rank = vec![0usize; problem.sccs.len()];
+    let mut out = Vec::new();
+    // Iterative post-order from every root over the chosen nodes.
+    for &root in g.roots() {
+        if done[root.index()] {
+            continue;
+        }
+        on_stack[root.index()] = true;
+        let mut stack: Vec<(ClassIdx, usize)> = vec![(root, 0)];
+        while let Some(&(c, i)) = stack.last() {
+            let Some(n) = extraction.choices[c.index()] else {
+                stack.pop();
+                on_stack[c.index()] = false;
+                continue;
+            };
+            if let Some(&k) = g.children(n).get(i) {
+                if let Some(top) = stack.last_mut() {
+                    top.1 += 1;
+                }
+                if !done[k.index()] && !on_stack[k.index()] {
+                    on_stack[k.index()] = true;
+                    stack.push((k, 0));
+                }
+                continue;
+            }
+            stack.pop();
+            on_stack[c.index()] = false;
+            done[c.index()] = true;
+            let component = problem.sccs.component_of[c.index()] as usize;
+            if problem.sccs.members(component).len() > 1 {
+                out.push((c, next_rank[component]));
+                next_rank[component] += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Per node, a lower bound on the DAG cost of any valid extraction that
+/// chooses it: its own cost plus the greatest floor among its child
+/// classes, where a class's floor is its least node floor. A maximum, not
+/// a sum, since children may share subterms. Computed children first over
+/// the components, with a few passes inside cyclic ones (every pass from 0
+/// upward keeps each value a valid bound). With a negative node cost
+/// anywhere no such bound holds, and every floor is minus infinity.
+pub fn cost_floors(problem: &Reduced) -> Vec<f64> {
+    let g = &problem.graph;
+    if g.nodes().any(|n| g.cost(n) < 0.0) {
+        return vec![f64::NEG_INFINITY; g.num_nodes()];
+    }
+    let mut node_floor = vec![0.0f64; g.num_nodes()];
+    let mut class_floor = vec![0.0f64; g.num_classes()];
+    for i in (0..problem.sccs.len()).rev() {
+        let members = problem.sccs.members(i);
+        let passes = if members.len() > 1 { 3 } else { 1 };
+        for _ in 0..passes {
+            for &c in members {
+                let mut least = f64::INFINITY;
+                for &n in g.class_nodes(c) {
+                    let below = g.children(n).iter().map(|k| class_floor[k.index()]).fold(0.0, f64::max);
+                    node_floor[n.index()] = g.cost(n) + below;
+                    least = least.min(node_floor[n.index()]);
+                }
+                class_floor[c.index()] = if least.is_finite() { least } else { 0.0 };
+            }
+        }
+    }
+    node_floor
+}
+
+/// A lower bound every extraction meets, from the node floors: the greatest
+/// root-class floor, or with negative costs (no floors) the sum over
+/// classes of their least negative node cost.
+fn trivial_bound(problem: &Reduced, floors: &[f64]) -> f64 {
+    let g = &problem.graph;
+    if floors.iter().any(|f| f.is_infinite()) {
+        return g.classes().map(|c| g.class_nodes(c).iter().map(|&n| g.cost(n)).fold(0.0, f64::min)).sum();
+    }
+    g.roots()
+        .iter()
+        .map(|&r| g.class_nodes(r).iter().map(|n| floors[n.index()]).fold(f64::INFINITY, f64::min))
+        .fold(0.0, f64::max)
+}
