@@ -9,6 +9,7 @@ limit). E-graphs are cached in $SCALE_CACHE (default ~/.cache/smoothe-scale),
 each beside a .cmd file with the commands that made it."""
 import csv
 import json
+import math
 import os
 import re
 import subprocess
@@ -65,6 +66,10 @@ def circuit_blif(name):
 
 
 def main():
+    if os.environ.get("REPORT"):
+        with open(ROOT / "experiments" / "scale.csv") as f:
+            write(list(csv.DictReader(f)))
+        return
     rows = []
     for name in CIRCUITS:
         blif = circuit_blif(name)
@@ -112,7 +117,91 @@ def write(rows):
             "circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "info_s", "info_peak_mb",
             "greedy_cost", "greedy_s", "dag_greedy_cost", "dag_greedy_s", "dag_greedy_peak_mb", "limit_s",
             "smoothe_cost", "smoothe_steps", "ms_per_step", "smoothe_peak_mb"]) + " |")
+    lines += growth(rows)
     (ROOT / "experiments" / "scale.md").write_text("\n".join(lines) + "\n")
+
+
+# What the growth section fits against e-nodes: (column, label, unit).
+GROWTH = [("info_s", "load+preprocess", "s"), ("greedy_s", "greedy", "s"), ("dag_greedy_s", "dag-greedy", "s"),
+          ("ms_per_step", "SmoothE step", "ms"), ("info_peak_mb", "load+preprocess", "MiB"),
+          ("dag_greedy_peak_mb", "dag-greedy", "MiB"), ("smoothe_peak_mb", "SmoothE", "MiB")]
+COLOURS = ["#1b6ca8", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d5a97", "#30343f"]
+
+
+def fit(points):
+    """Least-squares slope and intercept of log10(y) on log10(x)."""
+    xs = [math.log10(x) for x, _ in points]
+    ys = [math.log10(y) for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return slope, my - slope * mx
+
+
+def growth(rows):
+    """The fitted growth exponents (a table) and their log-log plot (scale.svg)."""
+    fits = []
+    for column, label, unit in GROWTH:
+        # Times under 0.05 s are start-up noise, not growth.
+        points = [(float(r["nodes"]), float(r[column])) for r in rows
+                  if r.get(column) not in ("", None) and float(r[column]) >= (0.05 if unit == "s" else 1e-9)]
+        if len(points) >= 3:
+            fits.append((column, label, unit, points, *fit(points)))
+    circuits = list(dict.fromkeys(r["circuit"] for r in rows))
+
+    def within(column, unit, circuit):
+        points = [(float(r["nodes"]), float(r[column])) for r in rows if r["circuit"] == circuit
+                  and r.get(column) not in ("", None) and float(r[column]) >= (0.05 if unit == "s" else 1e-9)]
+        return f"{fit(points)[0]:.2f}" if len(points) >= 2 else ""
+    lines = ["", "## Growth against e-nodes", "",
+             "Least-squares slope of log(value) on log(e-nodes) (times under 0.05 s left out): 1 is linear"
+             " growth. `all` pools every e-graph above; the other columns fit one circuit's sizes alone (two or"
+             " three points each, so rough). `scale.svg` plots the points and the pooled lines.", "",
+             "| quantity | unit | points | slope, all | " + " | ".join(circuits) + " |",
+             "|---|---|---|---|" + "---|" * len(circuits)]
+    lines += [f"| {label} | {unit} | {len(points)} | {slope:.2f} | "
+              + " | ".join(within(column, unit, c) for c in circuits) + " |"
+              for column, label, unit, points, slope, _ in fits]
+    svg(fits)
+    return lines
+
+
+def svg(fits):
+    """Two log-log panels, time and memory against e-nodes, with the fitted lines."""
+    width, height, pad = 900, 380, 55
+    panels = [[f for f in fits if f[2] != "MiB"], [f for f in fits if f[2] == "MiB"]]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif"'
+           ' font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>']
+    panel_w = (width - 3 * pad) / 2
+    for i, panel in enumerate(panels):
+        if not panel:
+            continue
+        x0 = pad + i * (panel_w + pad)
+        xs = [math.log10(x) for f in panel for x, _ in f[3]]
+        ys = [math.log10(y) for f in panel for _, y in f[3]]
+        lo_x, hi_x, lo_y, hi_y = min(xs) - 0.1, max(xs) + 0.1, min(ys) - 0.2, max(ys) + 0.2
+        px = lambda v: x0 + (v - lo_x) / (hi_x - lo_x) * panel_w
+        py = lambda v: height - pad - (v - lo_y) / (hi_y - lo_y) * (height - 2 * pad)
+        out.append(f'<rect x="{x0}" y="{pad}" width="{panel_w}" height="{height - 2 * pad}" fill="none"'
+                   ' stroke="#999"/>')
+        title = "time (s; SmoothE ms/step)" if i == 0 else "peak memory (MiB)"
+        out.append(f'<text x="{x0}" y="{pad - 8}">{title} against e-nodes, log-log</text>')
+        for e in range(math.ceil(lo_x), math.floor(hi_x) + 1):
+            out.append(f'<text x="{px(e) - 12}" y="{height - pad + 15}">1e{e}</text>')
+        for e in range(math.ceil(lo_y), math.floor(hi_y) + 1):
+            out.append(f'<text x="{x0 - 40}" y="{py(e) + 4}">1e{e}</text>')
+        for k, (column, label, unit, points, slope, intercept) in enumerate(panel):
+            colour = COLOURS[(k + 4 * i) % len(COLOURS)]
+            for x, y in points:
+                out.append(f'<circle cx="{px(math.log10(x)):.1f}" cy="{py(math.log10(y)):.1f}" r="3"'
+                           f' fill="{colour}"/>')
+            a, b = min(math.log10(x) for x, _ in points), max(math.log10(x) for x, _ in points)
+            out.append(f'<line x1="{px(a):.1f}" y1="{py(intercept + slope * a):.1f}" x2="{px(b):.1f}"'
+                       f' y2="{py(intercept + slope * b):.1f}" stroke="{colour}"/>')
+            out.append(f'<text x="{x0 + 8}" y="{pad + 16 + 14 * k}" fill="{colour}">{label} ({unit}): slope'
+                       f' {slope:.2f}</text>')
+    out.append("</svg>")
+    (ROOT / "experiments" / "scale.svg").write_text("\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

@@ -172,6 +172,11 @@ fn node_signal(
             gate(gates, &sorted(wires(op)?), &name, &["1-", "-1"]);
             Signal::Wire(name)
         }
+        "^" | "xor" => {
+            arity(2)?;
+            gate(gates, &sorted(wires(op)?), &name, &["10", "01"]);
+            Signal::Wire(name)
+        }
         "!" | "not" => {
             arity(1)?;
             gate(gates, &wires(op)?, &name, &["0"]);

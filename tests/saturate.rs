@@ -50,6 +50,8 @@ fn evaluate(g: &EGraph, extraction: &OriginalExtraction, inputs: &[String], valu
             "*" => vec![kid(0)[0] && kid(1)[0]],
             "+" => vec![kid(0)[0] || kid(1)[0]],
             "!" => vec![!kid(0)[0]],
+            "^" => vec![kid(0)[0] ^ kid(1)[0]],
+            "maj" => vec![(kid(0)[0] as u8 + kid(1)[0] as u8 + kid(2)[0] as u8) >= 2],
             "&" => [kid(0), kid(1)].concat(),
             "0" => vec![false],
             "1" => vec![true],
@@ -115,6 +117,10 @@ fn every_extraction_of_the_saturated_graph_computes_the_circuit() {
     let (g, json) = saturated(&circuit, 3000);
     assert_eq!(json["inputs"], serde_json::json!(["a", "b", "cin"]));
     assert_eq!(json["outputs"], serde_json::json!(["sum", "cout", "s2", "one"]));
+    // The xor and majority covers of the adder gained their own gates.
+    for op in ["^", "maj"] {
+        assert!(g.nodes().any(|n| g.op(n) == op), "no {op} node in the saturated adder");
+    }
     let problem = smoothe::preprocess::preprocess(&g).unwrap();
     let options = smoothe::extract::ExtractOptions {
         smoothe: smoothe::extract::SmoothEConfig { steps: 60, time_limit: 0.0, ..Default::default() },

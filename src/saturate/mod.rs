@@ -2,8 +2,10 @@
 //! rewritings, as E-Syn and BoolE build theirs. The circuit's covers become
 //! AND (`*`), OR (`+`) and NOT (`!`) terms over its inputs; egg saturates
 //! them with Boolean rewrites ([`rules`]) within node, iteration and time
-//! limits; the e-graph is written as egraph-serialize JSON in the esyn
-//! operator set and costs (`*` 2, `+` 4, `!` 1, inputs and constants 1),
+//! limits, which also introduce 2-input XOR (`^`) and 3-input majority
+//! (`maj`) where the AND/OR forms of those functions appear; the e-graph is
+//! written as egraph-serialize JSON in the esyn operator set and costs (`*`
+//! 2, `+` 4, `!` 1, inputs and constants 1), with `^` at 6 and `maj` at 8,
 //! its outputs joined by `&` nodes (cost 1) in output order, as the esyn
 //! e-graphs are, so `smoothe export` writes them back in that order.
 
@@ -21,13 +23,16 @@ use std::time::Duration;
 define_language! {
     /// Boolean terms in the esyn operator set: `*` (and), `+` (or), `!`
     /// (not), `&` (two outputs side by side, the esyn e-graphs' output
-    /// list); an input or a constant (`0`, `1`) is a symbol. (The macro
-    /// takes no comment on a variant.)
+    /// list); an input or a constant (`0`, `1`) is a symbol; and `^`
+    /// (2-input xor) and `maj` (3-input majority), which `export` writes as
+    /// gates of their own. (The macro takes no comment on a variant.)
     #[allow(missing_docs)]
     pub enum Bool {
         "*" = And([Id; 2]),
         "+" = Or([Id; 2]),
         "!" = Not(Id),
+        "^" = Xor([Id; 2]),
+        "maj" = Maj([Id; 3]),
         "&" = Outputs([Id; 2]),
         Symbol(Symbol),
     }
@@ -35,7 +40,12 @@ define_language! {
 
 /// The Boolean rewrites: commutativity and associativity of `*` and `+`,
 /// distributivity both ways, De Morgan both ways, double negation,
-/// idempotence, absorption, complements and the constants' identities.
+/// idempotence, absorption, complements and the constants' identities; for
+/// `^`: its sum-of-products definition both ways, commutativity,
+/// associativity, negation moved through it, self-cancellation and the
+/// constants; for `maj`: its definition ab + c(a + b) both ways, the
+/// permutations of its operands, and the identities maj(a, a, b) = a and
+/// maj(a, !a, b) = b.
 pub fn rules() -> Vec<Rewrite<Bool, ()>> {
     let mut rules = vec![
         rw!("and-comm"; "(* ?a ?b)" => "(* ?b ?a)"),
@@ -53,6 +63,14 @@ pub fn rules() -> Vec<Rewrite<Bool, ()>> {
         rw!("or-1"; "(+ ?a 1)" => "1"),
         rw!("not-0"; "(! 0)" => "1"),
         rw!("not-1"; "(! 1)" => "0"),
+        rw!("xor-comm"; "(^ ?a ?b)" => "(^ ?b ?a)"),
+        rw!("xor-self"; "(^ ?a ?a)" => "0"),
+        rw!("xor-0"; "(^ ?a 0)" => "?a"),
+        rw!("xor-1"; "(^ ?a 1)" => "(! ?a)"),
+        rw!("maj-swap"; "(maj ?a ?b ?c)" => "(maj ?b ?a ?c)"),
+        rw!("maj-rotate"; "(maj ?a ?b ?c)" => "(maj ?b ?c ?a)"),
+        rw!("maj-twice"; "(maj ?a ?a ?b)" => "?a"),
+        rw!("maj-complement"; "(maj ?a (! ?a) ?b)" => "?b"),
     ];
     rules.extend(rw!("and-assoc"; "(* ?a (* ?b ?c))" <=> "(* (* ?a ?b) ?c)"));
     rules.extend(rw!("or-assoc"; "(+ ?a (+ ?b ?c))" <=> "(+ (+ ?a ?b) ?c)"));
@@ -60,6 +78,10 @@ pub fn rules() -> Vec<Rewrite<Bool, ()>> {
     rules.extend(rw!("or-over-and"; "(+ ?a (* ?b ?c))" <=> "(* (+ ?a ?b) (+ ?a ?c))"));
     rules.extend(rw!("de-morgan-and"; "(! (* ?a ?b))" <=> "(+ (! ?a) (! ?b))"));
     rules.extend(rw!("de-morgan-or"; "(! (+ ?a ?b))" <=> "(* (! ?a) (! ?b))"));
+    rules.extend(rw!("xor-def"; "(^ ?a ?b)" <=> "(+ (* ?a (! ?b)) (* (! ?a) ?b))"));
+    rules.extend(rw!("xor-assoc"; "(^ ?a (^ ?b ?c))" <=> "(^ (^ ?a ?b) ?c)"));
+    rules.extend(rw!("xor-not"; "(! (^ ?a ?b))" <=> "(^ (! ?a) ?b)"));
+    rules.extend(rw!("maj-def"; "(maj ?a ?b ?c)" <=> "(+ (* ?a ?b) (* ?c (+ ?a ?b)))"));
     rules
 }
 
@@ -133,6 +155,8 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
             let cost = match node {
                 Bool::And(_) => 2.0,
                 Bool::Or(_) => 4.0,
+                Bool::Xor(_) => 6.0,
+                Bool::Maj(_) => 8.0,
                 _ => 1.0,
             };
             let entry = json!({"op": op, "children": children, "eclass": class.id.to_string(), "cost": cost});
