@@ -85,6 +85,47 @@ fn blif_covers_read_as_the_circuit_computes() {
     }
 }
 
+/// The full adder as an ASCII and-inverter graph, with a symbol table.
+const ADDER_AAG: &str = "aag 12 3 0 2 9\n2\n4\n6\n19\n25\n8 2 5\n10 3 4\n12 9 11\n14 13 7\n16 12 6\n18 15 17\n\
+                         20 2 4\n22 13 6\n24 21 23\ni0 a\ni1 b\ni2 cin\no0 sum\no1 cout\nc\nmade by hand\n";
+
+#[test]
+fn aiger_reads_as_the_circuit_computes_ascii_and_binary() {
+    let adder = smoothe::saturate::read_circuit(ADDER_AAG.as_bytes()).unwrap();
+    assert_eq!(adder.inputs, ["a", "b", "cin"]);
+    assert_eq!(adder.outputs, ["sum", "cout"]);
+    for v in every_vector(3) {
+        let want = vec![v[0] ^ v[1] ^ v[2], v.iter().filter(|&&x| x).count() >= 2];
+        assert_eq!(adder.evaluate(&v).unwrap(), want, "{v:?}");
+    }
+    // Binary: y = i1 & x from deltas 2 and 2, and a constant output.
+    let mut bytes = b"aig 3 2 0 2 1\n6\n1\n".to_vec();
+    bytes.extend([2u8, 2]);
+    bytes.extend(b"i0 x\no0 y\n");
+    let and = smoothe::saturate::read_circuit(&bytes).unwrap();
+    assert_eq!(and.inputs, ["x", "i1"]);
+    assert_eq!(and.outputs, ["y", "o1"]);
+    for v in every_vector(2) {
+        assert_eq!(and.evaluate(&v).unwrap(), vec![v[0] && v[1], true], "{v:?}");
+    }
+    // It saturates like BLIF, and every extraction still computes it.
+    let (g, _) = saturated(&adder, 2000);
+    let x = smoothe::extract::run(&smoothe::extract::DagGreedy, &g, &smoothe::preprocess::preprocess(&g).unwrap());
+    let x = x.unwrap().extraction;
+    for v in every_vector(3) {
+        assert_eq!(evaluate(&g, &x, &adder.inputs, &v), adder.evaluate(&v).unwrap());
+    }
+    for (text, want) in [
+        ("aag 1 0 1 0 0\n2 3\n", "latch"),
+        ("aag 2 1 0 1 1\n2\n4\n4 2 9\n", "line 4"),
+        ("aig 1 1 0 1 0\n", "ends early"),
+        ("aag x\n", "not a count"),
+    ] {
+        let err = format!("{:#}", smoothe::saturate::read_circuit(text.as_bytes()).unwrap_err());
+        assert!(err.contains(want), "{text:?}: {err}");
+    }
+}
+
 #[test]
 fn bad_blif_is_an_error_naming_the_line() {
     let cases = [
@@ -170,10 +211,14 @@ fn saturate_extract_export_round_trip_is_proven_equivalent_by_abc() {
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = cli(&["export", mul3, &path("mul3-x.json"), "-o", &path("mul3.blif")]);
     assert_eq!(code, 0, "{err}");
-    for circuit in ["adder", "mul3"] {
-        let blif = path(&format!("{circuit}.blif"));
+    // The adder once more, as binary AIGER written by ABC with its names.
+    let script = format!("read {}; strash; write_aiger -s {}", path("adder.blif"), path("adder-aig.aig"));
+    let out = std::process::Command::new(&abc).arg("-c").arg(script).output().unwrap();
+    assert!(out.status.success() && dir.join("adder-aig.aig").is_file(), "{out:?}");
+    for (circuit, source) in [("adder", "adder.blif"), ("mul3", "mul3.blif"), ("adder-aig", "adder-aig.aig")] {
+        let blif = path(&format!("{}.blif", circuit.trim_end_matches("-aig")));
         let graph = path(&format!("{circuit}.egraph.json"));
-        let (code, _, err) = cli(&["saturate", &blif, "-o", &graph, "--node-limit", "20000", "-q"]);
+        let (code, _, err) = cli(&["saturate", &path(source), "-o", &graph, "--node-limit", "20000", "-q"]);
         assert_eq!(code, 0, "{err}");
         for method in ["dag-greedy", "smoothe"] {
             let extraction = path(&format!("{circuit}-{method}.json"));

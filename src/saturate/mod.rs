@@ -9,6 +9,7 @@
 //! its outputs joined by `&` nodes (cost 1) in output order, as the esyn
 //! e-graphs are, so `smoothe export` writes them back in that order.
 
+pub mod aiger;
 pub mod blif;
 
 use crate::progress::Observer;
@@ -83,6 +84,17 @@ pub fn rules() -> Vec<Rewrite<Bool, ()>> {
     rules.extend(rw!("xor-not"; "(! (^ ?a ?b))" <=> "(^ (! ?a) ?b)"));
     rules.extend(rw!("maj-def"; "(maj ?a ?b ?c)" <=> "(+ (* ?a ?b) (* ?c (+ ?a ?b)))"));
     rules
+}
+
+/// Reads a circuit from a file's bytes: AIGER when they start with an
+/// `aag` or `aig` header, BLIF otherwise. Errors say where.
+pub fn read_circuit(bytes: &[u8]) -> Result<Circuit> {
+    if bytes.starts_with(b"aag ") || bytes.starts_with(b"aig ") {
+        return aiger::parse(bytes);
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("not BLIF text (byte {}) nor AIGER", e.valid_up_to()))?;
+    blif::parse(text)
 }
 
 /// Limits of saturation; it stops at the first reached.

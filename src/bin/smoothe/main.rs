@@ -50,8 +50,8 @@ enum Command {
     Predict(predict::PredictArgs),
     /// Write an extraction of a boolean e-graph as a netlist.
     Export(tools::ExportArgs),
-    /// Build an e-graph from a combinational BLIF circuit by equality
-    /// saturation with Boolean rewrites (esyn operators and costs).
+    /// Build an e-graph from a combinational circuit (BLIF or AIGER) by
+    /// equality saturation with Boolean rewrites (esyn operators and costs).
     Saturate(saturate::SaturateArgs),
     /// Learn a delay per operator from an oracle's measured delay (a
     /// static-timing model: arrival time over the chosen DAG), for

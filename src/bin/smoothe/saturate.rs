@@ -1,15 +1,16 @@
-//! `smoothe saturate`: a combinational BLIF circuit to an e-graph of its
-//! Boolean rewritings.
+//! `smoothe saturate`: a combinational circuit (BLIF or AIGER) to an
+//! e-graph of its Boolean rewritings.
 
 use crate::terminal::{bars, write_json};
 use anyhow::{Context, Result};
-use smoothe::saturate::{blif, saturate, Limits};
+use smoothe::saturate::{read_circuit, saturate, Limits};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct SaturateArgs {
-    /// The circuit: combinational BLIF of single-output .names covers.
+    /// The circuit: combinational BLIF of single-output .names covers, or
+    /// AIGER (ASCII .aag or binary .aig, told by its header).
     circuit: PathBuf,
     /// Where to write the e-graph (egraph-serialize JSON); stdout without.
     #[arg(long, short)]
@@ -29,8 +30,8 @@ pub struct SaturateArgs {
 }
 
 pub fn run(a: SaturateArgs) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.circuit).with_context(|| format!("cannot read {}", a.circuit.display()))?;
-    let circuit = blif::parse(&text).with_context(|| format!("{}", a.circuit.display()))?;
+    let bytes = std::fs::read(&a.circuit).with_context(|| format!("cannot read {}", a.circuit.display()))?;
+    let circuit = read_circuit(&bytes).with_context(|| format!("{}", a.circuit.display()))?;
     let limits = Limits { nodes: a.node_limit, iterations: a.iter_limit, seconds: a.time_limit };
     let (egraph, report) =
         saturate(&circuit, limits, bars(!a.quiet)).with_context(|| format!("{}", a.circuit.display()))?;
