@@ -2,7 +2,7 @@
 
 use super::bottom_up::complete_acyclic;
 use super::Extractor;
-use crate::egraph::{ClassIdx, NodeIdx};
+use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use anyhow::Result;
@@ -16,9 +16,10 @@ use std::collections::BinaryHeap;
 /// own class is refused (it would close a cycle).
 pub struct DagGreedy;
 
-/// The classes a choice needs, each with the cost of its chosen node.
+/// The classes a choice needs, as the node chosen for each (its class and
+/// cost are the graph's: four bytes a member).
 struct CostSet {
-    members: Vec<(ClassIdx, f64)>,
+    members: Vec<NodeIdx>,
     total: f64,
     choice: NodeIdx,
 }
@@ -56,7 +57,7 @@ impl Extractor for DagGreedy {
                 continue;
             }
             let candidate = if kids.is_empty() {
-                CostSet { members: vec![(c, g.cost(n))], total: g.cost(n), choice: n }
+                CostSet { members: vec![n], total: g.cost(n), choice: n }
             } else {
                 if kids.len() == 1 && g.cost(n) + sets[kids[0].index()].as_ref().expect("ready").total > best {
                     continue;
@@ -65,7 +66,7 @@ impl Extractor for DagGreedy {
                     .iter()
                     .max_by_key(|&&k| sets[k.index()].as_ref().expect("ready").members.len())
                     .expect("non-empty");
-                let Some(total) = unions.total(&sets, &kids, biggest, best, nonnegative) else {
+                let Some(total) = unions.total(g, &sets, &kids, biggest, best, nonnegative) else {
                     continue; // no better
                 };
                 if unions.stamp[c.index()] == unions.epoch {
@@ -75,8 +76,8 @@ impl Extractor for DagGreedy {
                 if total >= best {
                     continue;
                 }
-                let mut members = unions.members(&sets, &kids, biggest);
-                members.push((c, g.cost(n)));
+                let mut members = unions.members(g, &sets, &kids, biggest);
+                members.push(n);
                 CostSet { members, total, choice: n }
             };
             if candidate.total < best {
@@ -112,6 +113,7 @@ impl Unions {
     /// is at least 0 (`nonnegative`: a partial sum then only grows).
     fn total(
         &mut self,
+        g: &EGraph,
         sets: &[Option<CostSet>],
         kids: &[ClassIdx],
         biggest: ClassIdx,
@@ -120,15 +122,16 @@ impl Unions {
     ) -> Option<f64> {
         self.epoch += 1;
         let mut total = 0.0;
-        for &(m, cost) in members_of(sets, biggest) {
-            self.stamp[m.index()] = self.epoch;
-            total += cost;
+        for &n in members_of(sets, biggest) {
+            self.stamp[g.class_of(n).index()] = self.epoch;
+            total += g.cost(n);
         }
         for &k in kids.iter().filter(|&&k| k != biggest) {
-            for &(m, cost) in members_of(sets, k) {
+            for &n in members_of(sets, k) {
+                let m = g.class_of(n);
                 if self.stamp[m.index()] != self.epoch {
                     self.stamp[m.index()] = self.epoch;
-                    total += cost;
+                    total += g.cost(n);
                     if nonnegative && total >= best {
                         return None;
                     }
@@ -140,17 +143,18 @@ impl Unions {
 
     /// The union itself: `biggest`'s members, then the other sets' new
     /// ones in the order of `kids`.
-    fn members(&mut self, sets: &[Option<CostSet>], kids: &[ClassIdx], biggest: ClassIdx) -> Vec<(ClassIdx, f64)> {
+    fn members(&mut self, g: &EGraph, sets: &[Option<CostSet>], kids: &[ClassIdx], biggest: ClassIdx) -> Vec<NodeIdx> {
         self.epoch += 1;
         let mut members = members_of(sets, biggest).to_vec();
-        for &(m, _) in &members {
-            self.stamp[m.index()] = self.epoch;
+        for &n in &members {
+            self.stamp[g.class_of(n).index()] = self.epoch;
         }
         for &k in kids.iter().filter(|&&k| k != biggest) {
-            for &(m, cost) in members_of(sets, k) {
+            for &n in members_of(sets, k) {
+                let m = g.class_of(n);
                 if self.stamp[m.index()] != self.epoch {
                     self.stamp[m.index()] = self.epoch;
-                    members.push((m, cost));
+                    members.push(n);
                 }
             }
         }
@@ -159,7 +163,7 @@ impl Unions {
 }
 
 /// The members of class `k`'s set, which must be ready.
-fn members_of(sets: &[Option<CostSet>], k: ClassIdx) -> &[(ClassIdx, f64)] {
+fn members_of(sets: &[Option<CostSet>], k: ClassIdx) -> &[NodeIdx] {
     sets[k.index()].as_ref().expect("ready").members.as_slice()
 }
 
