@@ -161,15 +161,16 @@ pub fn run(args: TrainCostArgs) -> Result<ExitCode> {
 /// spread with the members' out-of-fold error). `pool-gain` is how much
 /// less the round's acquisition picks measured on average than its random
 /// picks from the same screened pool (positive: the model's ranking
-/// helped).
+/// helped). `seconds` is the round's wall time and `labelling` the share
+/// of it spent waiting for the oracle.
 fn print_rounds(rounds: &[RoundSummary]) {
     let opt = |f: Option<f64>| f.map_or("-".to_string(), |c| format!("{c:.4}"));
     eprintln!(
-        "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real  pool-gain    greedy  dag-greedy  linear-smoothe"
+        "round  labels  calls  test-MAE  test-rho  best-real  optimum-pred  optimum-real  pool-gain    greedy  dag-greedy  linear-smoothe  seconds  labelling"
     );
     for r in rounds {
         eprintln!(
-            "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>9}  {:>8}  {:>10}  {:>14}",
+            "{:>5}  {:>6}  {:>5}  {:>8.4}  {:>8.3}  {:>9.4}  {:>12}  {:>12}  {:>9}  {:>8}  {:>10}  {:>14}  {:>7.1}  {:>8.0}%",
             r.round,
             r.labels,
             r.oracle_calls,
@@ -182,6 +183,8 @@ fn print_rounds(rounds: &[RoundSummary]) {
             opt(r.greedy_real_cost),
             opt(r.dag_greedy_real_cost),
             opt(r.linear_smoothe_real_cost),
+            r.seconds,
+            100.0 * r.label_seconds / r.seconds.max(1e-9),
         );
     }
 }

@@ -85,6 +85,14 @@ pub struct RoundSummary {
     /// round kept the previous one).
     #[serde(default)]
     pub fit_seconds: f64,
+    /// Wall-clock seconds of the whole round (round 0: the baselines, the
+    /// initial samples and the first fit).
+    #[serde(default)]
+    pub seconds: f64,
+    /// Of those, seconds spent waiting for the oracle's labels (export and
+    /// synthesis included); the rest is SmoothE, the search and fitting.
+    #[serde(default)]
+    pub label_seconds: f64,
 }
 
 /// The feature rows a round's labels and picks already have. Extractions

@@ -83,7 +83,7 @@ pub fn train_cost(
     let mut front = Front::of(&labeler.oracle.metrics, problem);
     let mut radius = config.radius.clamp(RADIUS_BOUNDS.0, RADIUS_BOUNDS.1);
     let summary = run.summary(0, &model, None, radius, Vec::new(), fit_started.elapsed().as_secs_f64());
-    run.rounds.push(summary);
+    run.close_round(summary);
     for round in 1..=config.rounds {
         if run.budget == 0 {
             break;
@@ -106,7 +106,7 @@ pub fn train_cost(
             fit_seconds = fit_started.elapsed().as_secs_f64();
         }
         let summary = run.summary(round, &model, optimum, used, picks, fit_seconds);
-        run.rounds.push(summary);
+        run.close_round(summary);
     }
     run.finish(model)
 }
@@ -143,6 +143,10 @@ pub(super) struct ActiveLoop<'a> {
     /// The design's labels, refreshed from the log after each labelling.
     pub(super) data: Vec<Labelled>,
     pub(super) rounds: Vec<RoundSummary>,
+    /// When the current round began.
+    pub(super) round_started: std::time::Instant,
+    /// Seconds this round has waited for labels.
+    pub(super) label_seconds: f64,
 }
 
 impl<'a> ActiveLoop<'a> {
@@ -179,6 +183,8 @@ impl<'a> ActiveLoop<'a> {
             reference,
             data: Vec::new(),
             rounds: Vec::new(),
+            round_started: std::time::Instant::now(),
+            label_seconds: 0.0,
         })
     }
 
@@ -190,7 +196,10 @@ impl<'a> ActiveLoop<'a> {
     /// Labels `batch` (within the budget); their real costs, in order.
     fn label(&mut self, batch: &[Extraction]) -> Result<Vec<Option<f64>>> {
         let originals: Vec<OriginalExtraction> = batch.iter().map(|e| self.s.problem.to_original(e)).collect();
-        Ok(self.s.labeler.label(self.log, &originals, &mut self.budget)?.0)
+        let started = std::time::Instant::now();
+        let costs = self.s.labeler.label(self.log, &originals, &mut self.budget)?.0;
+        self.label_seconds += started.elapsed().as_secs_f64();
+        Ok(costs)
     }
 
     /// Labels the baselines first: the greedy ones at once, so the oracle
@@ -323,7 +332,16 @@ impl<'a> ActiveLoop<'a> {
             linear_smoothe_real_cost: self.base_costs[2],
             picks,
             fit_seconds,
+            seconds: self.round_started.elapsed().as_secs_f64(),
+            label_seconds: self.label_seconds,
         }
+    }
+
+    /// Pushes this round's summary and starts the clocks of the next.
+    fn close_round(&mut self, summary: RoundSummary) {
+        self.rounds.push(summary);
+        self.round_started = std::time::Instant::now();
+        self.label_seconds = 0.0;
     }
 
     /// One round: picks by the model and by the acquisition rule, labelled;
