@@ -75,6 +75,22 @@ fn floors_and_the_linear_relaxation_are_lower_bounds() {
 }
 
 #[test]
+fn a_warm_start_that_is_already_optimal_is_proven_so() {
+    let Some(shared) = shared_datasets() else { return };
+    // Presolve fixes part of this flexc graph's cost; HiGHS then reports a
+    // start that stays optimal without that part, which must be added back.
+    let path = shared.join("flexc/67addae9-f7db-4ebb-a02e-e1e045f87fc4.json");
+    let g = smoothe::load::load_file(&path).unwrap();
+    let problem = preprocess(&g).unwrap();
+    let exact = extract::run(extract::by_name("ilp", &opts(60.0)).unwrap().as_ref(), &g, &problem).unwrap();
+    assert_eq!(exact.details["status"], "optimal");
+    let start = problem.from_original(&exact.extraction).unwrap();
+    let again = ilp::solve(&problem, &start, 60.0, &smoothe::progress::quiet()).unwrap();
+    assert_eq!(again.status, extract::IlpStatus::Optimal, "{again:?}");
+    assert!((again.lower_bound - exact.dag_cost).abs() < 1e-9 && (again.cost - exact.dag_cost).abs() < 1e-9);
+}
+
+#[test]
 fn a_time_limited_solve_keeps_its_incumbent_and_reports_an_honest_bound() {
     let Some(shared) = shared_datasets() else { return };
     // A cyclic circuit e-graph the solver cannot close in a second.

@@ -143,8 +143,17 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
         | HighsModelStatus::ReachedMemoryLimit => IlpStatus::TimeLimit,
         other => bail!("HiGHS ended with status {other:?} on a graph with a valid extraction (a bug)"),
     };
-    let dual_bound = info_value(&solved, "mip_dual_bound").unwrap_or(f64::NEG_INFINITY);
-    let found = columns.extraction(g, solved.get_solution().columns());
+    let values = solved.get_solution().columns().to_vec();
+    // HiGHS 1.16 reports the objective and the dual bound of a start that
+    // stays its incumbent in its presolved space, without the cost of what
+    // presolve fixed; the returned solution's own cost tells the offset.
+    let found = columns.extraction(g, &values);
+    let offset = match found {
+        Some(_) => columns.cost_of(g, &values) - solved.objective_value(),
+        None => 0.0,
+    };
+    let offset = if offset.abs() > 1e-9 * upper.abs().max(1.0) { offset } else { 0.0 };
+    let dual_bound = info_value(&solved, "mip_dual_bound").map_or(f64::NEG_INFINITY, |b| b + offset);
     let (extraction, cost) = match found.and_then(|e| e.dag_cost(g).ok().map(|c| (e, c))) {
         Some((e, c)) if c < upper => (e, c),
         _ => (incumbent.clone(), upper),
@@ -323,6 +332,13 @@ impl Columns {
             }
         }
         values
+    }
+
+    /// The objective at `values`: the chosen nodes' costs.
+    fn cost_of(&self, g: &EGraph, values: &[f64]) -> f64 {
+        g.nodes()
+            .filter_map(|n| self.node_cols[n.index()].and_then(|col| values.get(col.index())).map(|v| v * g.cost(n)))
+            .sum()
     }
 
     /// The extraction the column values choose (per class the node at 1),
