@@ -266,13 +266,8 @@ impl ExtractJob {
         let reduced = problem
             .from_original(&outcome.extraction)
             .context("the extraction does not map onto the preprocessed graph (a bug)")?;
-        let mut extra = outcome.details.clone();
-        extra.insert("seed".into(), json!(self.seed));
-        extra.extend(crate::memory::peak_resident_bytes().map(|b| ("peak_memory_bytes".to_string(), json!(b))));
-        #[cfg(feature = "ilp")]
-        if method == "smoothe" && cost_model.is_none() && timed_objective.is_none() {
-            linear_bound(&problem, outcome.dag_cost, &mut extra);
-        }
+        let linear = method == "smoothe" && cost_model.is_none() && timed_objective.is_none();
+        let mut extra = self.base_details(&outcome, &problem, linear);
         let mut constraints = Vec::new();
         let mut predicted = BTreeMap::new();
         if let (Some(objective), Some(timing)) = (&timed_objective, &timing) {
@@ -308,6 +303,26 @@ impl ExtractJob {
             constraints,
             predicted,
         })
+    }
+
+    /// The result's details every run has: the extractor's own, the seed,
+    /// peak memory, and for SmoothE on node costs (`linear`) a lower bound.
+    fn base_details(
+        &self,
+        outcome: &extract::Outcome,
+        problem: &preprocess::Reduced,
+        linear: bool,
+    ) -> Map<String, Value> {
+        let mut extra = outcome.details.clone();
+        extra.insert("seed".into(), json!(self.seed));
+        extra.extend(crate::memory::peak_resident_bytes().map(|b| ("peak_memory_bytes".to_string(), json!(b))));
+        #[cfg(feature = "ilp")]
+        if linear {
+            linear_bound(problem, outcome.dag_cost, &mut extra);
+        }
+        #[cfg(not(feature = "ilp"))]
+        let _ = (problem, linear);
+        extra
     }
 
     /// The method to run (the named one, or `smoothe` where a model,
