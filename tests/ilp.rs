@@ -75,10 +75,11 @@ fn floors_and_the_linear_relaxation_are_lower_bounds() {
 }
 
 #[test]
-fn a_warm_start_that_is_already_optimal_is_proven_so() {
+fn an_incumbent_that_is_already_optimal_is_proven_so() {
     let Some(shared) = shared_datasets() else { return };
-    // Presolve fixes part of this flexc graph's cost; HiGHS then reports a
-    // start that stays optimal without that part, which must be added back.
+    // Given as a MIP start, this optimum once came back from HiGHS as
+    // unproven with a bound 4 below it (its cost without what presolve
+    // fixed): the incumbent now only fixes nodes and is the fallback.
     let path = shared.join("flexc/67addae9-f7db-4ebb-a02e-e1e045f87fc4.json");
     let g = smoothe::load::load_file(&path).unwrap();
     let problem = preprocess(&g).unwrap();
@@ -88,6 +89,31 @@ fn a_warm_start_that_is_already_optimal_is_proven_so() {
     let again = ilp::solve(&problem, &start, 60.0, &smoothe::progress::quiet()).unwrap();
     assert_eq!(again.status, extract::IlpStatus::Optimal, "{again:?}");
     assert!((again.lower_bound - exact.dag_cost).abs() < 1e-9 && (again.cost - exact.dag_cost).abs() < 1e-9);
+}
+
+#[test]
+fn a_proven_optimum_is_no_worse_than_smoothe_on_shared_graphs() {
+    let Some(shared) = shared_datasets() else { return };
+    // herbie/6439: HiGHS given dag-greedy's 4491 as a MIP start once
+    // "proved" it optimal; SmoothE finds 3403.
+    for name in ["herbie/6439.json", "flexc/67addae9-f7db-4ebb-a02e-e1e045f87fc4.json", "egg/math_powers.json"] {
+        let g = smoothe::load::load_file(&shared.join(name)).unwrap();
+        let problem = preprocess(&g).unwrap();
+        let mut o = opts(0.0);
+        o.smoothe.steps = 600;
+        let smoothe = extract::run(extract::by_name("smoothe", &o).unwrap().as_ref(), &g, &problem).unwrap();
+        let exact = extract::run(extract::by_name("ilp", &opts(60.0)).unwrap().as_ref(), &g, &problem).unwrap();
+        let bound = number(&exact, "lower_bound");
+        assert!(bound <= smoothe.dag_cost + 1e-9, "{name}: bound {bound} above SmoothE's {}", smoothe.dag_cost);
+        if exact.details["status"] == "optimal" {
+            assert!(
+                exact.dag_cost <= smoothe.dag_cost + 1e-9,
+                "{name}: 'optimal' {} > {}",
+                exact.dag_cost,
+                smoothe.dag_cost
+            );
+        }
+    }
 }
 
 #[test]

@@ -14,10 +14,14 @@
 //! requires every chosen non-root class to have a chosen parent node, which
 //! with acyclicity makes the chosen classes exactly those reached.
 //!
-//! Every solve starts from an incumbent (a valid extraction), so a time
-//! limit always ends with an answer, and reports the solver's lower bound
-//! beside it. Nodes that cannot be part of an extraction cheaper than the
-//! incumbent are fixed to zero before the solve (see [`cost_floors`]).
+//! Every solve has an incumbent (a valid extraction): nodes that cannot be
+//! part of an extraction cheaper than it are fixed to zero before the solve
+//! (see [`cost_floors`]), and it is the answer when the solver finds
+//! nothing better in its time, so a time limit always ends with an answer
+//! and the solver's lower bound beside it. The incumbent is not handed to
+//! HiGHS as a MIP start: HiGHS 1.16 evaluates such a start wrongly after
+//! presolve (on herbie/6439 it declared dag-greedy's 4491 optimal, where
+//! SmoothE finds 3403).
 
 use super::{DagGreedy, Extractor};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
@@ -113,8 +117,8 @@ impl Extractor for Ilp {
     }
 }
 
-/// Solves the program on `problem` from `incumbent` (a valid extraction of
-/// the reduced graph), for at most `time_limit` seconds (0: none),
+/// Solves the program on `problem` to beat `incumbent` (a valid extraction
+/// of the reduced graph), for at most `time_limit` seconds (0: none),
 /// reporting the seconds it has run to `progress`. The answer is never
 /// worse than the incumbent.
 pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progress: &Observer) -> Result<Certified> {
@@ -123,13 +127,11 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
     let floors = cost_floors(problem);
     let beyond = |n: NodeIdx| floors[n.index()] > upper + 1e-9 * upper.abs().max(1.0);
     let (rows, columns) = build(problem, beyond, true);
-    let start = columns.values_of(problem, incumbent);
     let mut model = rows.optimise(Sense::Minimise);
     model.set_option("mip_rel_gap", 0.0);
     if time_limit > 0.0 {
         model.set_option("time_limit", time_limit);
     }
-    model.set_solution(Some(&start), None, None, None);
     let status_line = format!("exact solve from {upper}");
     let solved = with_clock(progress, time_limit, &status_line, || model.try_solve())
         .map_err(|e| anyhow::anyhow!("HiGHS failed: {e:?}"))?;
@@ -144,21 +146,21 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
         other => bail!("HiGHS ended with status {other:?} on a graph with a valid extraction (a bug)"),
     };
     let values = solved.get_solution().columns().to_vec();
-    // HiGHS 1.16 reports the objective and the dual bound of a start that
-    // stays its incumbent in its presolved space, without the cost of what
-    // presolve fixed; the returned solution's own cost tells the offset.
     let found = columns.extraction(g, &values);
-    let offset = match found {
-        Some(_) => columns.cost_of(g, &values) - solved.objective_value(),
-        None => 0.0,
+    // The solver's objective must be the cost of the solution it returns;
+    // where it is not, none of its figures is trusted.
+    let consistent = found.is_none()
+        || (columns.cost_of(g, &values) - solved.objective_value()).abs() <= 1e-6 * upper.abs().max(1.0);
+    let dual_bound = match consistent {
+        true => info_value(&solved, "mip_dual_bound").unwrap_or(f64::NEG_INFINITY),
+        false => f64::NEG_INFINITY,
     };
-    let offset = if offset.abs() > 1e-9 * upper.abs().max(1.0) { offset } else { 0.0 };
-    let dual_bound = info_value(&solved, "mip_dual_bound").map_or(f64::NEG_INFINITY, |b| b + offset);
+    let status = if consistent { status } else { IlpStatus::TimeLimit };
     let (extraction, cost) = match found.and_then(|e| e.dag_cost(g).ok().map(|c| (e, c))) {
         Some((e, c)) if c < upper => (e, c),
         _ => (incumbent.clone(), upper),
     };
-    // The solver proves its incumbent optimal up to its tolerances; a bound
+    // The solver proves its optimum up to its tolerances; a bound
     // above a feasible cost is rounding, so the bound is clamped to it.
     let trivial = trivial_bound(problem, &floors);
     let lower_bound = dual_bound.max(trivial).min(cost);
@@ -221,10 +223,6 @@ fn info_value(solved: &highs::SolvedModel, name: &str) -> Option<f64> {
 struct Columns {
     /// Column of each node, in node order (`None` for a node fixed to 0).
     node_cols: Vec<Option<Col>>,
-    /// Order column of each class in a cyclic component.
-    order_cols: Vec<Option<Col>>,
-    /// Columns in all.
-    num_cols: usize,
 }
 
 /// The program on `problem`, without the nodes `fixed` says are 0: binary
@@ -240,7 +238,6 @@ fn build(problem: &Reduced, fixed: impl Fn(NodeIdx) -> bool, integral: bool) -> 
             false => rows.add_column(g.cost(n), 0..=1),
         }));
     }
-    let mut num_cols = node_cols.iter().flatten().count();
     let class_terms = |c: ClassIdx| -> Vec<(Col, f64)> {
         g.class_nodes(c).iter().filter_map(|m| node_cols[m.index()].map(|col| (col, 1.0))).collect()
     };
@@ -289,7 +286,6 @@ fn build(problem: &Reduced, fixed: impl Fn(NodeIdx) -> bool, integral: bool) -> 
             let top = (members.len() - 1) as f64;
             for &c in members {
                 order_cols[c.index()] = Some(rows.add_column(0.0, 0.0..=top));
-                num_cols += 1;
             }
         }
         for n in g.nodes() {
@@ -310,30 +306,10 @@ fn build(problem: &Reduced, fixed: impl Fn(NodeIdx) -> bool, integral: bool) -> 
             }
         }
     }
-    (rows, Columns { node_cols, order_cols, num_cols })
+    (rows, Columns { node_cols })
 }
 
 impl Columns {
-    /// The column values of `extraction` (valid for the reduced graph):
-    /// its chosen nodes at 1, and each cyclic class at its rank in a
-    /// children-first order of the chosen DAG.
-    fn values_of(&self, problem: &Reduced, extraction: &Extraction) -> Vec<f64> {
-        let g = &problem.graph;
-        let mut values = vec![0.0; self.num_cols];
-        let chosen = extraction.check(g).unwrap_or_default();
-        for &c in &chosen {
-            if let Some(col) = extraction.choices[c.index()].and_then(|n| self.node_cols[n.index()]) {
-                values[col.index()] = 1.0;
-            }
-        }
-        for (c, rank) in children_first_ranks(problem, extraction) {
-            if let Some(col) = self.order_cols[c.index()] {
-                values[col.index()] = rank as f64;
-            }
-        }
-        values
-    }
-
     /// The objective at `values`: the chosen nodes' costs.
     fn cost_of(&self, g: &EGraph, values: &[f64]) -> f64 {
         g.nodes()
@@ -356,51 +332,6 @@ impl Columns {
 
 fn same_component(problem: &Reduced, a: ClassIdx, b: ClassIdx) -> bool {
     problem.sccs.component_of[a.index()] == problem.sccs.component_of[b.index()]
-}
-
-/// For each class an extraction reaches inside a cyclic component, its rank
-/// among its component's reached classes in a children-first order (every
-/// chosen child of the same component ranks lower).
-fn children_first_ranks(problem: &Reduced, extraction: &Extraction) -> Vec<(ClassIdx, usize)> {
-    let g = &problem.graph;
-    let mut done = vec![false; g.num_classes()];
-    let mut on_stack = vec![false; g.num_classes()];
-    let mut next_rank = vec![0usize; problem.sccs.len()];
-    let mut out = Vec::new();
-    // Iterative post-order from every root over the chosen nodes.
-    for &root in g.roots() {
-        if done[root.index()] {
-            continue;
-        }
-        on_stack[root.index()] = true;
-        let mut stack: Vec<(ClassIdx, usize)> = vec![(root, 0)];
-        while let Some(&(c, i)) = stack.last() {
-            let Some(n) = extraction.choices[c.index()] else {
-                stack.pop();
-                on_stack[c.index()] = false;
-                continue;
-            };
-            if let Some(&k) = g.children(n).get(i) {
-                if let Some(top) = stack.last_mut() {
-                    top.1 += 1;
-                }
-                if !done[k.index()] && !on_stack[k.index()] {
-                    on_stack[k.index()] = true;
-                    stack.push((k, 0));
-                }
-                continue;
-            }
-            stack.pop();
-            on_stack[c.index()] = false;
-            done[c.index()] = true;
-            let component = problem.sccs.component_of[c.index()] as usize;
-            if problem.sccs.members(component).len() > 1 {
-                out.push((c, next_rank[component]));
-                next_rank[component] += 1;
-            }
-        }
-    }
-    out
 }
 
 /// Per node, a lower bound on the DAG cost of any valid extraction that

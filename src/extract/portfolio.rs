@@ -1,5 +1,5 @@
-//! `--method auto`: SmoothE first, then the exact program warm-started from
-//! its answer, within one time limit.
+//! `--method auto`: SmoothE first, then the exact program with SmoothE's
+//! answer as the incumbent to beat, within one time limit.
 //!
 //! SmoothE gets at most half of the limit (it usually stops sooner on its
 //! own plateau rule); the solver gets what is left, with SmoothE's answer
