@@ -117,8 +117,8 @@ def report():
     base = min(limits, default=LIMIT)
     lines = ["# Certified extraction: the exact ILP, SmoothE then the ILP (`auto`), and SmoothE alone", "",
              f"Made by `experiments/exact.sh` on this 2-core machine (no GPU), HiGHS through the `highs` crate,"
-             f" seed 0, a time limit of {base:g} s per run (`ilp`: the solver from dag-greedy's extraction;"
-             " `auto`: SmoothE for at most half of it, then the solver from SmoothE's answer for the rest;"
+             f" seed 0, a time limit of {base:g} s per run (`ilp`: the solver with dag-greedy's extraction as its incumbent;"
+             " `auto`: SmoothE for at most half of it, then the solver with SmoothE's answer as its incumbent for the rest;"
              f" `smoothe`: SmoothE alone at the same limit). Rows at other limits: "
              f"{', '.join(f'{x:g} s' for x in limits if x != base) or 'none'}.",
              "`bound` is the best lower bound on the DAG cost any run proved (a proven optimum where a status is"

@@ -94,8 +94,8 @@ pub fn relative_gap(cost: f64, bound: f64) -> f64 {
     }
 }
 
-/// `--method ilp`: the exact program from dag-greedy's extraction, for at
-/// most `time_limit` seconds (0: no limit).
+/// `--method ilp`: the exact program, dag-greedy's extraction its
+/// incumbent, for at most `time_limit` seconds (0: no limit).
 pub struct Ilp {
     /// Wall-clock limit of the solver in seconds (0: none).
     pub time_limit: f64,

@@ -20,7 +20,7 @@ const SMOOTHE_SHARE: f64 = 0.5;
 /// The solver's least time when SmoothE used up the limit.
 const LEAST_SOLVER_SECONDS: f64 = 0.1;
 
-/// SmoothE, then the ILP from SmoothE's answer.
+/// SmoothE, then the ILP with SmoothE's answer as its incumbent.
 pub struct Portfolio {
     /// The SmoothE phase (its own time limit is replaced).
     pub smoothe: SmoothE,
