@@ -82,7 +82,8 @@ def bound_gap(proofs, key, s):
     bound = proofs.get(key, (float("-inf"),))[0]
     if bound == float("-inf") or not s:
         return ""
-    return f"{0.0 if abs(s['dag_cost'] - bound) < 1e-9 * max(1, abs(bound)) else gap(s['dag_cost'], bound):.2f}"
+    cost = s["dag_cost"]
+    return f"{0.0 if abs(cost - bound) < 1e-9 * max(1, abs(bound)) else 100 * (cost - bound) / abs(cost):.2f}"
 
 
 def gap(cost, best):
@@ -172,7 +173,7 @@ def report(rows, refs):
              f"Made by `experiments/linear.sh` (time limit {LIMIT:g} s per instance, seed {SEED}, release build,"
              " this 2-core machine, no GPU).",
              "`bound` is the best lower bound on the DAG cost that `exact.sh` proved (the optimum where `ilp` or"
-             " `auto` proved one: then `bound` = best known), and `gap to bound` = (smoothe - bound) / |bound|;"
+             " `auto` proved one: then `bound` = best known), and `gap to bound` = (smoothe - bound) / |smoothe| (as a result's `gap`);"
              " best known also counts the costs `exact.sh` found.",
              "Gap = (cost - best known) / |best known|, where best known is the least of every method here and,"
              " when the file is the one the paper used (same greedy cost), the reference cost in"
