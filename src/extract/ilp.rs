@@ -262,9 +262,23 @@ fn build(problem: &Reduced, fixed: impl Fn(NodeIdx) -> bool, integral: bool) -> 
             rows.add_row(..=0.0, terms);
         }
     }
+    // Order columns, only where a cycle can close: one per class of a
+    // component with more than one class.
+    let mut order_cols = vec![None; g.num_classes()];
+    for i in (0..problem.sccs.len()).filter(|_| integral) {
+        let members = problem.sccs.members(i);
+        if members.len() < 2 {
+            continue;
+        }
+        let top = (members.len() - 1) as f64;
+        for &c in members {
+            order_cols[c.index()] = Some(rows.add_column(0.0, 0.0..=top));
+        }
+    }
     let mut kids: Vec<ClassIdx> = Vec::new();
     for n in g.nodes() {
         let Some(col) = node_cols[n.index()] else { continue };
+        let c = g.class_of(n);
         kids.clear();
         kids.extend_from_slice(g.children(n));
         kids.sort_unstable();
@@ -274,33 +288,10 @@ fn build(problem: &Reduced, fixed: impl Fn(NodeIdx) -> bool, integral: bool) -> 
             let mut terms = class_terms(k);
             terms.push((col, -1.0));
             rows.add_row(0.0.., terms);
-        }
-    }
-    let mut order_cols = vec![None; g.num_classes()];
-    if integral {
-        for i in 0..problem.sccs.len() {
-            let members = problem.sccs.members(i);
-            if members.len() < 2 {
-                continue;
-            }
-            let top = (members.len() - 1) as f64;
-            for &c in members {
-                order_cols[c.index()] = Some(rows.add_column(0.0, 0.0..=top));
-            }
-        }
-        for n in g.nodes() {
-            let (Some(col), Some(parent)) = (node_cols[n.index()], order_cols[g.class_of(n).index()]) else {
-                continue;
-            };
-            let size = problem.sccs.members(problem.sccs.component_of[g.class_of(n).index()] as usize).len();
-            kids.clear();
-            kids.extend_from_slice(g.children(n));
-            kids.sort_unstable();
-            kids.dedup();
-            for &k in &kids {
-                if let Some(child) = order_cols[k.index()].filter(|_| same_component(problem, g.class_of(n), k)) {
-                    // order(class) - order(child) >= 1 when n is chosen
-                    let big = size as f64;
+            // order(c) - order(k) >= 1 when n is chosen, within a component
+            if let (Some(parent), Some(child)) = (order_cols[c.index()], order_cols[k.index()]) {
+                if same_component(problem, c, k) {
+                    let big = problem.sccs.members(problem.sccs.component_of[c.index()] as usize).len() as f64;
                     rows.add_row(1.0 - big.., [(parent, 1.0), (child, -1.0), (col, -big)]);
                 }
             }
