@@ -505,6 +505,48 @@ fn train_cost_learns_area_and_delay_from_the_same_calls_and_extract_bounds_the_l
     assert_eq!((c["metric"].as_str(), c["met"].as_bool()), (Some("delay"), Some(true)), "{bounded}");
     assert!(c["predicted"].as_f64().unwrap() <= least + 3.0, "{bounded}");
     assert!(bounded["predicted"]["area"].is_number() && bounded["predicted"]["delay"].is_number(), "{bounded}");
+    // The model keeps the measured front: labelled extractions (each a
+    // line of the log), none beaten on both metrics by another label.
+    let model_front =
+        &smoothe::learn::model::network::Ensemble::load(&model, &candle_core::Device::Cpu).unwrap().meta.front[0];
+    let labelled: Vec<(f64, f64)> = lines
+        .iter()
+        .map(|l| (l["metrics"]["area"].as_f64().unwrap(), l["metrics"]["delay"].as_f64().unwrap()))
+        .collect();
+    assert!(model_front.points.len() >= 2, "{model_front:?}");
+    for p in &model_front.points {
+        let (x, y) = (p.metrics["area"], p.metrics["delay"]);
+        assert!(labelled.contains(&(x, y)));
+        assert!(!labelled.iter().any(|&(a, b)| a <= x && b <= y && (a < x || b < y)), "({x}, {y}) is dominated");
+    }
+    // Under a bound between two measured points' delays, the answer
+    // measures within the bound and no larger than the best measured
+    // extraction that meets it.
+    let slow = &model_front.points[0].metrics;
+    let t = (slow["delay"] + model_front.points[1].metrics["delay"]) / 2.0;
+    let best = model_front
+        .points
+        .iter()
+        .filter(|p| p.metrics["delay"] <= t)
+        .map(|p| p.metrics["area"])
+        .fold(f64::MAX, f64::min);
+    let answer = run(&["--objective", "area", "--constraint", &format!("delay<={t}")], "between.json");
+    let g = smoothe::load::load_file(std::path::Path::new(&mul3)).unwrap();
+    let chosen = smoothe::extraction::OriginalExtraction::from_json(&g, &answer["choices"]).unwrap();
+    let input = dir.join("between.oracle.json");
+    std::fs::write(&input, smoothe::learn::oracle::identity::oracle_file(&g, &chosen).unwrap().to_string()).unwrap();
+    let oracle_args: Vec<&str> = command.split(' ').collect();
+    let measured =
+        std::process::Command::new(oracle_args[0]).args(&oracle_args[1..]).arg(&mul3).arg(&input).output().unwrap();
+    let measured = parse_json(std::str::from_utf8(&measured.stdout).unwrap().trim());
+    let (area, delay) = (measured["area"].as_f64().unwrap(), measured["delay"].as_f64().unwrap());
+    assert!(delay <= t + 1e-9 && area <= best, "measured ({area}, {delay}) against {best} under {t}: {answer}");
+    if answer["answer"] == "measured" {
+        assert_eq!(
+            (answer["measured"]["area"].as_f64(), answer["constraints"][0]["predicted"].as_f64()),
+            (Some(area), Some(delay))
+        );
+    }
     // The front: valid extractions, none predicted worse in both metrics
     // than another, in increasing delay.
     let front_path = dir.join("front.json");

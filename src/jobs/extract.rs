@@ -2,28 +2,24 @@
 //! costs, a learned model or pairwise costs), extract, check, and describe
 //! the result.
 
+use super::answer::{self, Query};
+pub use super::verdict::ModelVerdict;
 use crate::cost::{CostModel, QuadraticCost};
 use crate::extract::{self, DagGreedy, ExtractOptions, Extractor, SmoothEConfig, TimedSmoothE};
 use crate::extraction::Extraction;
-use crate::learn::model::meta::OptimumError;
 use crate::learn::model::network::Ensemble;
-use crate::learn::model::objective::{DesignFit, LearnedCost, Prediction};
+use crate::learn::model::objective::LearnedCost;
 use crate::learn::model::trust::Conservatism;
 use crate::progress::Observer;
 use crate::timing::objective::{metric_model, Constrained, Constraint, ConstraintReport, DelayCost, METRICS};
 use crate::timing::{OpDelays, TimingGraph};
 use crate::{load, preprocess};
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The name of the metric a model predicts when it names none (a model of
-/// an oracle that prints one number).
-const MODEL_METRIC: &str = "cost";
 
 /// What to extract with.
 #[derive(Debug, Clone)]
@@ -99,70 +95,10 @@ pub struct ExtractResult {
     /// model has (its ensemble's, as the optimiser scores it, and its
     /// timing head's arrival).
     pub predicted: BTreeMap<String, f64>,
-}
-
-/// A learned model's verdict on the extraction it chose, and what shaped
-/// the choice.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelVerdict {
-    /// Its prediction for the extraction.
-    pub prediction: Prediction,
-    /// Whether it was trained on this design and, for a relative model,
-    /// the reference cost it was scaled by.
-    pub design: DesignFit,
-    /// What a step away from the training data cost the optimiser, in the
-    /// design's units.
-    pub trust_unit: f64,
-    /// The label spread such a step costs by default.
-    pub label_spread: f64,
-    /// With a model trained by the loop: how far its own optima measured
-    /// from their predictions there.
-    pub optimum_error: Option<OptimumError>,
-    /// Which candidate the frozen choice kept (`smoothe`: the model's own
-    /// optimum; `greedy`, `dag-greedy`, `linear`: a model-free one), when
-    /// the extractor made that choice.
-    pub pick: Option<String>,
-    /// What the model's own optimum was charged before that choice.
-    pub optimum_charge: Option<f64>,
-}
-
-/// The part of an extractor's details that the frozen choice writes.
-#[derive(Deserialize)]
-struct ChoiceDetails {
-    pick: Option<String>,
-    optimum_charge: Option<f64>,
-}
-
-impl ModelVerdict {
-    /// The verdict of `model` on `reduced`, with the choice recorded in
-    /// the extractor's `details`.
-    fn of(model: &LearnedCost, reduced: &Extraction, details: &Map<String, Value>) -> Result<ModelVerdict> {
-        let choice: ChoiceDetails = serde_json::from_value(Value::Object(details.clone()))?;
-        Ok(ModelVerdict {
-            prediction: model.predict(std::slice::from_ref(reduced))?[0],
-            design: model.design_fit(),
-            trust_unit: model.trust_unit(),
-            label_spread: model.label_spread(),
-            optimum_error: model.model().meta.optimum_error,
-            pick: choice.pick,
-            optimum_charge: choice.optimum_charge,
-        })
-    }
-
-    /// Adds the verdict to the result file's details.
-    fn describe(&self, extra: &mut Map<String, Value>) -> Result<()> {
-        extra.insert("prediction".into(), serde_json::to_value(self.prediction)?);
-        extra.insert("trained_on_design".into(), json!(self.design.trained_on_design));
-        extra.insert("trust_unit".into(), json!(self.trust_unit));
-        extra.insert("label_spread".into(), json!(self.label_spread));
-        if let Some(r) = self.design.reference {
-            extra.insert("reference".into(), serde_json::to_value(r)?);
-        }
-        if let Some(o) = self.optimum_error {
-            extra.insert("optimum_error".into(), serde_json::to_value(o)?);
-        }
-        Ok(())
-    }
+    /// Where the answer is an extraction the model's training measured
+    /// (a constrained query on a training design): every number the
+    /// oracle printed for it.
+    pub measured: Option<BTreeMap<String, f64>>,
 }
 
 /// Adds to `predicted` every metric `model` has that is not there yet:
@@ -180,7 +116,7 @@ fn every_metric(
         let arrival = timing.arrival(reduced, &timing.delay_vector(&head.fit.op_delays()))?;
         predicted.insert(head.metric.clone(), arrival);
     }
-    let metric = model.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string());
+    let metric = model.meta.metric_name().to_string();
     if let std::collections::btree_map::Entry::Vacant(slot) = predicted.entry(metric) {
         slot.insert(match learned {
             Some(l) => l.cost_of(reduced),
@@ -207,21 +143,12 @@ impl ExtractJob {
     /// assert_eq!((result.method.as_str(), result.dag_cost), ("dag-greedy", 2.0));
     /// ```
     pub fn run(&self, egraph: &Path, progress: Observer) -> Result<ExtractResult> {
-        let device = crate::device::parse(&self.device)?;
-        let op_delays = match &self.op_delays {
-            Some(path) => OpDelays::load(path)?,
-            None => OpDelays::unit(),
-        };
-        let mut options =
-            ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress, op_delays };
+        let mut options = self.options(progress)?;
         let timed = self.objective.is_some() || !self.constraints.is_empty();
         let method = self.method_checked(timed)?;
         let graph = load::load_file(egraph)?;
         let start = Instant::now();
-        let ensemble = match &self.model {
-            Some(path) => Some(Ensemble::load(path, &options.device)?),
-            None => None,
-        };
+        let ensemble = self.model.as_ref().map(|path| Ensemble::load(path, &options.device)).transpose()?;
         // A model's timing head sets the delays of depth-greedy's start and
         // of the reported delay, unless --op-delays names others.
         if let (None, Some(head)) = (&self.op_delays, ensemble.as_ref().and_then(|m| m.meta.timing.as_ref())) {
@@ -238,20 +165,18 @@ impl ExtractJob {
                 .with_context(|| format!("{}", self.model.as_deref().unwrap_or(Path::new("")).display()))
         };
         let learned = ensemble.as_ref().filter(|_| !timed).map(bind).transpose()?;
-        let quadratic = match &self.quadratic {
-            Some(path) => Some(QuadraticCost::load(path, &problem, &graph, &options.device)?),
-            None => None,
-        };
-        let cost_model: Option<&dyn CostModel> = match (&learned, &quadratic) {
-            (Some(m), _) => Some(m),
-            (None, Some(q)) => Some(q),
-            (None, None) => None,
-        };
+        let quadratic = self
+            .quadratic
+            .as_ref()
+            .map(|path| QuadraticCost::load(path, &problem, &graph, &options.device))
+            .transpose()?;
+        let cost_model =
+            learned.as_ref().map(|m| m as &dyn CostModel).or(quadratic.as_ref().map(|q| q as &dyn CostModel));
         let timing = timed.then(|| Arc::new(TimingGraph::new(&problem)));
-        let timed_objective = match &timing {
-            Some(timing) => Some(self.timed_objective(&problem, timing, &options, ensemble.as_ref(), &bind)?),
-            None => None,
-        };
+        let timed_objective = timing
+            .as_ref()
+            .map(|timing| self.timed_objective(&problem, timing, &options, ensemble.as_ref(), &bind))
+            .transpose()?;
         let extractor = match (cost_model, &timed_objective) {
             (_, Some(objective)) => Box::new(TimedSmoothE {
                 smoothe: options.smoothe(),
@@ -261,11 +186,20 @@ impl ExtractJob {
             (Some(m), None) => extract::with_model(&method, &options, m, &graph, self.samples)?,
             (None, None) => extract::by_name(&method, &options)?,
         };
-        let outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
-        let seconds = start.elapsed().as_secs_f64();
-        let reduced = problem
+        let mut outcome = extract::run(extractor.as_ref(), &graph, &problem)?;
+        let mut reduced = problem
             .from_original(&outcome.extraction)
             .context("the extraction does not map onto the preprocessed graph (a bug)")?;
+        // A constrained query on a design the model was trained on: the
+        // best measured answer, unless the optimum is clearly better.
+        let measured = match (&timed_objective, ensemble.as_ref()) {
+            (Some(objective), Some(model)) => {
+                let query = Query { metric: &self.objective_metric(Some(model)), constraints: &self.constraints };
+                answer::from_front(model, &graph, &problem, objective, &query, &mut outcome, &mut reduced)?
+            }
+            _ => None,
+        };
+        let seconds = start.elapsed().as_secs_f64();
         let linear = method == "smoothe" && cost_model.is_none() && timed_objective.is_none();
         let mut extra = self.base_details(&outcome, &problem, linear);
         let mut constraints = Vec::new();
@@ -275,6 +209,9 @@ impl ExtractJob {
             extra.insert("objective".into(), json!(self.objective_metric(ensemble.as_ref())));
             predicted = objective.predicted(&reduced);
             constraints = objective.report(&reduced);
+            if let Some(values) = &measured {
+                answer::judge(values, &mut constraints, &mut extra);
+            }
             extra.insert("constraints".into(), serde_json::to_value(&constraints)?);
         }
         if let Some(m) = ensemble.as_ref() {
@@ -302,7 +239,19 @@ impl ExtractJob {
             verdict,
             constraints,
             predicted,
+            measured,
         })
+    }
+
+    /// The extractors' options: seed, SmoothE's settings, the device, and
+    /// the `--op-delays` file's delays (unit delays without).
+    fn options(&self, progress: Observer) -> Result<ExtractOptions> {
+        let op_delays = match &self.op_delays {
+            Some(path) => OpDelays::load(path)?,
+            None => OpDelays::unit(),
+        };
+        let device = crate::device::parse(&self.device)?;
+        Ok(ExtractOptions { seed: self.seed, smoothe: self.smoothe.clone(), device, progress, op_delays })
     }
 
     /// The result's details every run has: the extractor's own, the seed,
@@ -358,7 +307,7 @@ impl ExtractJob {
     fn objective_metric(&self, model: Option<&Ensemble>) -> String {
         match (&self.objective, model) {
             (Some(name), _) => name.clone(),
-            (None, Some(m)) => m.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string()),
+            (None, Some(m)) => m.meta.metric_name().to_string(),
             (None, None) => "dag-cost".to_string(),
         }
     }
@@ -382,13 +331,13 @@ impl ExtractJob {
             if let Some(head) = m.meta.timing.as_ref().filter(|h| h.metric == name) {
                 return Ok(Box::new(DelayCost::new(timing.clone(), &head.fit.op_delays(), &options.device)?));
             }
-            if m.meta.metric.as_deref().unwrap_or(MODEL_METRIC) == name {
+            if m.meta.metric_name() == name {
                 return Ok(Box::new(bind(m)?));
             }
             if METRICS.contains(&name) {
                 return metric_model(name, problem, timing, &options.op_delays, &options.device);
             }
-            let mut known = vec![m.meta.metric.clone().unwrap_or_else(|| MODEL_METRIC.to_string())];
+            let mut known = vec![m.meta.metric_name().to_string()];
             known.extend(m.meta.timing.as_ref().map(|h| h.metric.clone()));
             known.extend(METRICS.iter().map(|s| s.to_string()));
             bail!("unknown metric {name:?}; with this model the metrics are {}", known.join(", "))

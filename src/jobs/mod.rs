@@ -2,12 +2,14 @@
 //! the `smoothe` CLI only parses flags into these and prints what they
 //! return, and a program embedding the library can do the same.
 
+mod answer;
 mod extract;
 mod fit_delays;
 mod oracle_runs;
 mod pareto;
 mod predict;
 mod train_cost;
+mod verdict;
 
 pub use extract::{ExtractJob, ExtractResult, ModelVerdict};
 pub use fit_delays::{FitDelaysJob, FitDelaysResult};

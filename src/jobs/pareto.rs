@@ -25,7 +25,8 @@ pub struct ParetoJob {
 impl ParetoJob {
     /// Runs up to `points` extractions on the e-graph at `egraph` and
     /// returns those no other one dominates by the predicted pair (no
-    /// worse in both, better in one), in increasing `B`.
+    /// worse in both, better in one; measured where the answer is one the
+    /// model's training measured), in increasing `B`.
     pub fn run(&self, egraph: &Path, progress: Observer) -> Result<Vec<ExtractResult>> {
         if self.points < 2 {
             bail!("--points must be at least 2, got {}", self.points);
@@ -42,8 +43,14 @@ impl ParetoJob {
             };
             job.run(egraph, progress.clone())
         };
+        // A measured answer is judged by its measurement.
         let value = |r: &ExtractResult, metric: &str| {
-            r.predicted.get(metric).copied().with_context(|| format!("no predicted {metric} in the result (a bug)"))
+            r.measured
+                .as_ref()
+                .and_then(|m| m.get(metric))
+                .or_else(|| r.predicted.get(metric))
+                .copied()
+                .with_context(|| format!("no predicted {metric} in the result (a bug)"))
         };
         let fastest = run(&self.against, None)?;
         let cheapest = run(&self.minimise, None)?;

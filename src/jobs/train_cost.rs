@@ -24,6 +24,7 @@ use crate::learn::active::config::{loop_smoothe, TrainCostConfig};
 use crate::learn::active::corpus::{train_corpus, Design};
 use crate::learn::active::front::fit_timing_head;
 use crate::learn::active::train_cost::{train_cost, TrainCostOutcome};
+use crate::learn::model::front::MeasuredFront;
 use crate::learn::model::network::Ensemble;
 use crate::learn::oracle::labeler::Labeler;
 use crate::learn::oracle::labels::LabelLog;
@@ -216,16 +217,7 @@ impl TrainCostJob {
             train_cost(d.original, d.problem, d.labeler, &mut log, &config, &optimiser, init, &device).and_then(
                 |mut o| {
                     if timed {
-                        let head = fit_timing_head(
-                            d.original,
-                            d.problem,
-                            &log,
-                            &d.labeler.oracle.identity(),
-                            TIMING_METRIC,
-                            self.train_cost.train.test_fraction,
-                        )
-                        .with_context(|| format!("{}: fitting the {TIMING_METRIC} model", d.name))?;
-                        o.model.meta.timing = Some(head);
+                        add_timing(&mut o, d, &log, self.train_cost.train.test_fraction)?;
                     }
                     Ok((o.model.clone(), vec![o]))
                 },
@@ -304,4 +296,23 @@ fn label_timing_samples(d: &Design, log: &mut LabelLog, config: &TrainCostConfig
     let originals: Vec<_> = samples.iter().map(|e| d.problem.to_original(e)).collect();
     let (costs, _) = d.labeler.label(log, &originals, &mut budget)?;
     Ok(costs.iter().flatten().count())
+}
+
+/// Adds to the model of `outcome`, trained on design `d` with the labels
+/// of `log`, its timing head (per-operator delays fitted to the labels'
+/// delays, `test_fraction` held out) and the design's measured front over
+/// its two learned metrics.
+fn add_timing(outcome: &mut TrainCostOutcome, d: &Design, log: &LabelLog, test_fraction: f64) -> Result<()> {
+    let oracle = d.labeler.oracle.identity();
+    let head = fit_timing_head(d.original, d.problem, log, &oracle, TIMING_METRIC, test_fraction)
+        .with_context(|| format!("{}: fitting the {TIMING_METRIC} model", d.name))?;
+    let meta = &mut outcome.model.meta;
+    meta.timing = Some(head);
+    // Both learned metrics name themselves: with a delay there are two.
+    let primary = meta.metric_name().to_string();
+    let egraph = d.original.fingerprint();
+    let front = MeasuredFront::of(log, &egraph, &oracle, &[primary, TIMING_METRIC.to_string()]);
+    meta.front.retain(|f| f.egraph != egraph);
+    meta.front.push(front);
+    Ok(())
 }

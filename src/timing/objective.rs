@@ -79,13 +79,24 @@ pub struct ConstraintReport {
     /// Its largest allowed value.
     pub bound: f64,
     /// The extraction's value of the metric, by the metric's model (exact
-    /// for the model-free metrics, predicted for a learned one).
+    /// for the model-free metrics, predicted for a learned one), or its
+    /// measurement where the answer is one the model's training measured.
     pub predicted: f64,
     /// Whether `predicted <= bound`.
     pub met: bool,
     /// `bound - predicted`: slack when met, the violation (negative) when
     /// not.
     pub margin: f64,
+}
+
+impl ConstraintReport {
+    /// Judges the same bound against `value`, the extraction's value of the
+    /// metric: sets `predicted`, `met` and `margin`.
+    pub fn judge(&mut self, value: f64) {
+        self.predicted = value;
+        self.met = value <= self.bound;
+        self.margin = self.bound - value;
+    }
 }
 
 /// The model of a model-free metric ([`METRICS`]) on `problem`.
@@ -153,14 +164,15 @@ impl<'a> Constrained<'a> {
         self.bounds
             .iter()
             .map(|(model, c)| {
-                let predicted = model.cost_of(extraction);
-                ConstraintReport {
+                let mut report = ConstraintReport {
                     metric: c.metric.clone(),
                     bound: c.bound,
-                    predicted,
-                    met: predicted <= c.bound,
-                    margin: c.bound - predicted,
-                }
+                    predicted: 0.0,
+                    met: true,
+                    margin: 0.0,
+                };
+                report.judge(model.cost_of(extraction));
+                report
             })
             .collect()
     }

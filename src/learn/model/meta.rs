@@ -4,8 +4,10 @@
 //! fit report, with the file format's version.
 
 use crate::learn::model::features::FeatureLayout;
+use crate::learn::model::front::MeasuredFront;
 use crate::learn::model::measured::MeasuredDesign;
 use crate::learn::model::metrics::{mean_std, TrainReport};
+use crate::learn::oracle::process::BARE_METRIC;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
@@ -87,6 +89,12 @@ pub struct ModelMeta {
     /// files written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measured: Vec<MeasuredDesign>,
+    /// Per training design of a model with a timing head, the measured
+    /// extractions no other beats on both learned metrics, kept whole so a
+    /// constrained query can return one (see [`crate::learn::model::front`]).
+    /// Empty in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub front: Vec<MeasuredFront>,
     /// How far, in the loop that trained it, the model's own optima
     /// measured from their predictions (see [`OptimumError`]). `None`: no
     /// loop round labelled one (`--rounds 0`, a corpus model, an older
@@ -144,6 +152,12 @@ impl OptimumError {
 }
 
 impl ModelMeta {
+    /// The name of the metric the ensemble predicts: [`ModelMeta::metric`],
+    /// or the name of an oracle's only number ([`BARE_METRIC`]).
+    pub fn metric_name(&self) -> &str {
+        self.metric.as_deref().unwrap_or(BARE_METRIC)
+    }
+
     /// Checks the metadata on its own: a supported format, finite and
     /// positive normalisation, known and distinct feature names, and
     /// well-formed relative frame, margins and measurements.
@@ -174,6 +188,9 @@ impl ModelMeta {
         }
         if let Some(d) = m.measured.iter().find(|d| !d.is_valid()) {
             bail!("the measured costs of e-graph {} are not all finite averages of at least one label", d.egraph);
+        }
+        if let Some(f) = m.front.iter().find(|f| !f.is_valid()) {
+            bail!("the measured front of e-graph {} has a point without finite {}", f.egraph, f.metrics.join(" and "));
         }
         for (what, len) in [
             ("input_mean", m.input_mean.len()),

@@ -75,6 +75,7 @@ pub fn train(
         residual_length: 0.0,
         transfer_margin: None,
         measured: Vec::new(),
+        front: Vec::new(),
         optimum_error: None,
         error_floor: 0.0,
         report: TrainReport::default(),
