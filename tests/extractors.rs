@@ -82,6 +82,30 @@ fn random_is_seeded_and_diverse() {
 }
 
 #[test]
+fn one_pass_dag_greedy_is_valid_whatever_its_set_limit_and_counts_sharing_within_it() {
+    let mut limited = 0;
+    for seed in 0..300 {
+        let classes = 3 + (seed as usize % 12);
+        let g = graph(&random_graph_json(seed, classes, false));
+        let Ok(problem) = preprocess(&g) else { continue };
+        let whole = extract::dag_greedy_with_limit(&problem, problem.graph.num_classes() + 1);
+        for max_set in [1, 2, 3, usize::MAX] {
+            let small = extract::dag_greedy_with_limit(&problem, max_set);
+            let original = problem.to_original(&small);
+            original.check(&g).unwrap_or_else(|e| panic!("seed {seed}, sets of at most {max_set}: {e}"));
+            limited += usize::from(small != whole);
+        }
+    }
+    assert!(limited > 0, "no limit changed an extraction: the test does not reach the limited sets");
+    // Sharing counted once: the shared subterm is taken when its sets fit.
+    let g = graph(&shared_subterm());
+    let problem = preprocess(&g).unwrap();
+    let cost =
+        |max_set: usize| problem.to_original(&extract::dag_greedy_with_limit(&problem, max_set)).dag_cost(&g).unwrap();
+    assert_eq!(cost(usize::MAX), 13.0, "as the fixed point");
+}
+
+#[test]
 fn random_graphs_give_valid_results_and_greedy_is_tree_optimal() {
     let mut checked = 0;
     let mut twins = 0;
