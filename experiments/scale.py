@@ -22,7 +22,8 @@ CACHE = Path(os.environ.get("SCALE_CACHE", Path.home() / ".cache" / "smoothe-sca
 ABC = os.environ.get("ABC", "berkeley-abc")
 SIZES = [int(s) for s in os.environ.get("SIZES", "10000 100000 300000").split()]
 LIMITS = [float(s) for s in os.environ.get("LIMITS", "30").split()]
-GEN = {"mul8": "gen -N 8 -m", "mul16": "gen -N 16 -m", "add64": "gen -N 64 -a"}
+GEN = {"mul8": "gen -N 8 -m", "mul16": "gen -N 16 -m", "mul32": "gen -N 32 -m", "mul64": "gen -N 64 -m",
+       "add64": "gen -N 64 -a"}
 CIRCUITS = os.environ.get("CIRCUITS", "mul8 mul16 add64 mul3").split()
 FIELDS = ["circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "stop",
           "info_s", "info_peak_mb", "greedy_cost", "greedy_s", "greedy_peak_mb",
@@ -160,7 +161,14 @@ def fit(points):
 
 
 def growth(rows):
-    """The fitted growth exponents (a table) and their log-log plot (scale.svg)."""
+    """The fitted growth exponents (a table) and their log-log plot (scale.svg):
+    one point per e-graph, from its row at its shortest SmoothE limit."""
+    shortest = {}
+    for r in rows:
+        key = (r["circuit"], r["node_limit"])
+        if key not in shortest or float(r["limit_s"]) < float(shortest[key]["limit_s"]):
+            shortest[key] = r
+    rows = list(shortest.values())
     fits = []
     for column, label, unit in GROWTH:
         # Times under 0.05 s are start-up noise, not growth.
