@@ -19,7 +19,7 @@ mod random;
 mod smoothe;
 
 pub use bottom_up::{choice_cycles, complete_acyclic, finalise_bottom_up, NodeKey};
-pub use dag_greedy::{dag_greedy_with_limit, DagGreedy};
+pub use dag_greedy::{dag_greedy_with_limit, DagGreedy, MEMBER_BUDGET, MIN_SET};
 pub use depth_greedy::{least_arrival, DepthGreedy, TimedSmoothE};
 pub use greedy::Greedy;
 pub use guided::{
