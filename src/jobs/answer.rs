@@ -58,7 +58,7 @@ pub(super) fn from_front(
 pub(super) fn judge(values: &Measurement, constraints: &mut [ConstraintReport], extra: &mut Map<String, Value>) {
     for c in constraints.iter_mut() {
         if let Some(&v) = values.get(&c.metric) {
-            c.judge(v);
+            *c = ConstraintReport::new(&Constraint { metric: c.metric.clone(), bound: c.bound }, v);
         }
     }
     extra.insert("measured".into(), json!(values));

@@ -90,12 +90,16 @@ pub struct ConstraintReport {
 }
 
 impl ConstraintReport {
-    /// Judges the same bound against `value`, the extraction's value of the
-    /// metric: sets `predicted`, `met` and `margin`.
-    pub fn judge(&mut self, value: f64) {
-        self.predicted = value;
-        self.met = value <= self.bound;
-        self.margin = self.bound - value;
+    /// The report of `constraint` for an extraction whose value of its
+    /// metric is `value`.
+    pub fn new(constraint: &Constraint, value: f64) -> ConstraintReport {
+        ConstraintReport {
+            metric: constraint.metric.clone(),
+            bound: constraint.bound,
+            predicted: value,
+            met: value <= constraint.bound,
+            margin: constraint.bound - value,
+        }
     }
 }
 
@@ -161,20 +165,7 @@ impl<'a> Constrained<'a> {
 
     /// Each bound's outcome on `extraction`.
     pub fn report(&self, extraction: &Extraction) -> Vec<ConstraintReport> {
-        self.bounds
-            .iter()
-            .map(|(model, c)| {
-                let mut report = ConstraintReport {
-                    metric: c.metric.clone(),
-                    bound: c.bound,
-                    predicted: 0.0,
-                    met: true,
-                    margin: 0.0,
-                };
-                report.judge(model.cost_of(extraction));
-                report
-            })
-            .collect()
+        self.bounds.iter().map(|(model, c)| ConstraintReport::new(c, model.cost_of(extraction))).collect()
     }
 
     /// What violating the bounds adds to a discrete extraction's cost: 0

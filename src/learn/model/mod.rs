@@ -2,8 +2,9 @@
 //! of MLPs and its file ([`network`]), training data from the label log
 //! ([`dataset`]), fitting ([`train`]), the residual term ([`residual`]),
 //! models that transfer across designs ([`mod@reference`]), the measurements
-//! kept with a model ([`measured`], and the measured front: [`front`]), fit reports ([`metrics`]), and the
-//! frozen model as SmoothE's conservative objective ([`objective`]).
+//! kept with a model ([`measured`], and the measured front: [`front`]), fit
+//! reports ([`metrics`]), and the frozen model as SmoothE's conservative
+//! objective ([`objective`]).
 
 pub mod dataset;
 pub mod features;
