@@ -9,6 +9,7 @@
 //! extraction, cycles repaired) and the best is kept. It starts from the
 //! better of `greedy` and `dag-greedy`, so it never returns anything worse.
 
+mod adam;
 mod config;
 mod params;
 

@@ -1,6 +1,7 @@
 //! What SmoothE optimises: per-seed scores as free logits or as node
 //! embeddings through a small shared head, and the optimiser over them.
 
+use super::adam::FusedAdam;
 use super::{OptimizerKind, Parameterisation, SmoothEConfig};
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
@@ -66,6 +67,8 @@ impl Params {
 }
 
 pub(super) enum Opt {
+    /// Logits in CPU memory: one fused pass per step.
+    FusedAdam(FusedAdam),
     Adam(Adam),
     Rmsprop(RMSprop),
 }
@@ -73,6 +76,7 @@ pub(super) enum Opt {
 impl Opt {
     pub(super) fn step(&mut self, grads: &candle_core::backprop::GradStore) -> candle_core::Result<()> {
         match self {
+            Opt::FusedAdam(o) => o.step(grads),
             Opt::Adam(o) => o.step(grads),
             Opt::Rmsprop(o) => o.step(grads),
         }
@@ -128,11 +132,16 @@ pub(super) fn fresh_start(
             Params::Embedding { embeddings, head, bias, varmap }
         }
     };
-    let opt = match cfg.optimizer {
-        OptimizerKind::Adam => {
+    let fused = match &params {
+        Params::Logits(v) if cfg.optimizer == OptimizerKind::Adam => FusedAdam::new(v, cfg.learning_rate),
+        _ => None,
+    };
+    let opt = match (cfg.optimizer, fused) {
+        (OptimizerKind::Adam, Some(fused)) => Opt::FusedAdam(fused),
+        (OptimizerKind::Adam, None) => {
             Opt::Adam(Adam::new(params.vars(), ParamsAdam { lr: cfg.learning_rate, ..Default::default() })?)
         }
-        OptimizerKind::Rmsprop => {
+        (OptimizerKind::Rmsprop, _) => {
             Opt::Rmsprop(RMSprop::new(params.vars(), ParamsRMSprop { lr: cfg.learning_rate, ..Default::default() })?)
         }
     };
