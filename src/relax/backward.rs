@@ -23,10 +23,10 @@ impl Relaxation {
         }
         // Penalty: t_e = P(parent) * w_e.
         let mut gw = vec![0.0; ne * w_];
-        for e in 0..ne {
-            let p = self.edge_parent[e].index();
+        for (slot, &e) in self.penalty_edges.iter().enumerate() {
+            let (e, p) = (e as usize, self.edge_parent[e as usize].index());
             for b in 0..w_ {
-                let g = grad_penalty[b] * fwd.dhdt[e * w_ + b];
+                let g = grad_penalty[b] * fwd.dhdt[slot * w_ + b];
                 if g != 0.0 {
                     direct[p * w_ + b] += g * w[e * w_ + b];
                     gw[e * w_ + b] += g * cp[p * w_ + b];

@@ -170,6 +170,12 @@ pub struct Relaxation {
     out_edges: Vec<u32>,
     components: Vec<Component>,
     component_of: Vec<u32>,
+    /// Edges between two classes of one cyclic component (the only ones
+    /// the penalty depends on), and each edge's place in that list
+    /// (`u32::MAX` for the others): the penalty's derivative is stored
+    /// for these alone.
+    penalty_edges: Vec<u32>,
+    penalty_slot: Vec<u32>,
     combine: Combine,
     iteration: Iteration,
     /// Cycles met by decoding in large components, as class-edge lists.
@@ -202,6 +208,7 @@ pub struct Forward {
     pub sweeps: usize,
     w: Vec<f64>,
     dfdt: Vec<f64>,
+    /// The penalty's derivative by `t_e`, `[penalty edges, width]`.
     dhdt: Vec<f64>,
 }
 
@@ -318,6 +325,15 @@ impl Relaxation {
             };
             components.push(Component { classes, cyclic, penalty });
         }
+        let mut penalty_slot = vec![u32::MAX; ne];
+        let mut penalty_edges = Vec::new();
+        for e in 0..ne {
+            let (p, c) = (sccs.component_of[edge_parent[e].index()], sccs.component_of[edge_child[e].index()]);
+            if p == c && components[p as usize].cyclic {
+                penalty_slot[e] = penalty_edges.len() as u32;
+                penalty_edges.push(e as u32);
+            }
+        }
         Relaxation {
             num_nodes: nn,
             num_classes: nc,
@@ -335,6 +351,8 @@ impl Relaxation {
             out_edges,
             components,
             component_of: sccs.component_of.clone(),
+            penalty_edges,
+            penalty_slot,
             combine,
             iteration,
             met_cycles: Default::default(),

@@ -42,11 +42,13 @@ impl Relaxation {
         self.met_cycles.read().map_or(0, |m| m.cycles.len())
     }
 
-    /// The penalty per seed and its derivative with respect to every edge
-    /// probability `t_e` (zero outside cyclic components).
+    /// The penalty per seed and its derivative with respect to the edge
+    /// probability `t_e` of each penalty edge (`[penalty edges, width]`;
+    /// the derivative is zero for every other edge).
     pub(super) fn penalty(&self, w: &[f64], class_prob: &[f64], width: usize) -> (Vec<f64>, Vec<f64>) {
         let mut h = vec![0.0; width];
-        let mut dhdt = vec![0.0; self.num_edges() * width];
+        let mut dhdt = vec![0.0; self.penalty_edges.len() * width];
+        let slot = |e: u32| self.penalty_slot[e as usize] as usize;
         let t = |e: u32, b: usize| {
             class_prob[(self.edge_parent[e as usize]).index() * width + b] * w[e as usize * width + b]
         };
@@ -57,8 +59,8 @@ impl Relaxation {
                     for b in 0..width {
                         let (ta, tr) = (t(*a, b), t(*r, b));
                         h[b] += ta * tr;
-                        dhdt[*a as usize * width + b] = tr;
-                        dhdt[*r as usize * width + b] = ta;
+                        dhdt[slot(*a) * width + b] = tr;
+                        dhdt[slot(*r) * width + b] = ta;
                     }
                 }
                 Some(Penalty::TwoCycles(pairs)) => {
@@ -66,8 +68,8 @@ impl Relaxation {
                         for b in 0..width {
                             let (ta, tr) = (t(a, b), t(r, b));
                             h[b] += ta * tr;
-                            dhdt[a as usize * width + b] += tr;
-                            dhdt[r as usize * width + b] += ta;
+                            dhdt[slot(a) * width + b] += tr;
+                            dhdt[slot(r) * width + b] += ta;
                         }
                     }
                 }
@@ -85,7 +87,7 @@ impl Relaxation {
                         // d trace(exp A) / dA_ij = exp(A)_ji.
                         for &e in edges {
                             let (i, j) = (local(self.edge_parent[e as usize]), local(self.edge_child[e as usize]));
-                            dhdt[e as usize * width + b] = ex[j * d + i];
+                            dhdt[slot(e) * width + b] = ex[j * d + i];
                         }
                     }
                 }
@@ -105,7 +107,7 @@ impl Relaxation {
                     h[b] += acc;
                     let mut suffix = 1.0;
                     for (i, &e) in cycle.iter().enumerate().rev() {
-                        dhdt[e as usize * width + b] += prefix[i] * suffix;
+                        dhdt[slot(e) * width + b] += prefix[i] * suffix;
                         suffix *= t(e, b);
                     }
                 }
