@@ -182,6 +182,94 @@ fn every_extraction_of_the_saturated_graph_computes_the_circuit() {
 }
 
 #[test]
+fn the_saturated_graph_records_the_input_circuit_as_an_extraction() {
+    let circuit = parse(ADDER).unwrap();
+    let (g, json) = saturated(&circuit, 3000);
+    let recorded = smoothe::saturate::recorded_circuit(&g, &json.to_string()).unwrap().expect("a recorded circuit");
+    recorded.check(&g).unwrap();
+    for v in every_vector(3) {
+        assert_eq!(evaluate(&g, &recorded, &circuit.inputs, &v), circuit.evaluate(&v).unwrap());
+    }
+    // (a & b) | (a & c) as given, not the a & (b | c) saturation finds:
+    // three inputs (1 each), two ANDs (2 each) and an OR (4).
+    let small = parse(".inputs a b c\n.outputs q\n.names a b c q\n11- 1\n1-1 1\n.end\n").unwrap();
+    let (g, json) = saturated(&small, 200_000);
+    let recorded = smoothe::saturate::recorded_circuit(&g, &json.to_string()).unwrap().unwrap();
+    assert_eq!(recorded.dag_cost(&g).unwrap(), 11.0);
+    // An e-graph that records none, and a record naming a node it lacks.
+    let mut plain = json.clone();
+    plain.as_object_mut().unwrap().remove(smoothe::saturate::CIRCUIT_CHOICES);
+    assert!(smoothe::saturate::recorded_circuit(&g, &plain.to_string()).unwrap().is_none());
+    let mut broken = json;
+    let choices = broken[smoothe::saturate::CIRCUIT_CHOICES].as_object_mut().unwrap();
+    let class = choices.keys().next().unwrap().clone();
+    choices.insert(class, serde_json::json!("no-such-node"));
+    let err = smoothe::saturate::recorded_circuit(&g, &broken.to_string()).unwrap_err();
+    assert!(format!("{err:#}").contains("no-such-node"), "{err:#}");
+}
+
+#[test]
+fn train_cost_on_a_saturated_circuit_labels_the_circuit_itself() {
+    let dir = std::env::temp_dir().join(format!("smoothe-circuit-label-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    std::fs::write(path("adder.blif"), ADDER).unwrap();
+    let (code, _, err) =
+        cli(&["saturate", &path("adder.blif"), "-o", &path("adder.json"), "--node-limit", "3000", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    // The toy oracle, keeping a copy of every extraction it is given.
+    let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/oracles/toy.py");
+    std::fs::create_dir_all(dir.join("asked")).unwrap();
+    let oracle = path("oracle.sh");
+    let body = format!("#!/bin/sh\ncp \"$2\" {}/$$.json\nexec python3 {toy} \"$1\" \"$2\"\n", path("asked"));
+    std::fs::write(&oracle, body).unwrap();
+    std::fs::set_permissions(&oracle, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (model, graph) = (path("m.safetensors"), path("adder.json"));
+    let (code, _, err) = cli(&[
+        "train-cost",
+        "--oracle",
+        &oracle,
+        "--budget",
+        "10",
+        "--initial",
+        "4",
+        "--rounds",
+        "1",
+        "--per-round",
+        "2",
+        "--steps",
+        "40",
+        "-q",
+        "--out",
+        &model,
+        &graph,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // The oracle was asked about the circuit as given, and the loop
+    // reports that cost and a best no worse.
+    let text = std::fs::read_to_string(path("adder.json")).unwrap();
+    let g = smoothe::load::parse_str(&text).unwrap();
+    let circuit = smoothe::saturate::recorded_circuit(&g, &text).unwrap().unwrap();
+    // Compared as the loop sees extractions: on the reduced graph, where
+    // interchangeable twin nodes are one.
+    let problem = smoothe::preprocess::preprocess_for_oracle(&g).unwrap();
+    let reduced = |e: &OriginalExtraction| problem.from_original(e).unwrap();
+    let asked = std::fs::read_dir(dir.join("asked")).unwrap().map(|e| e.unwrap().path()).find(|p| {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        reduced(&OriginalExtraction::from_json(&g, &v).unwrap()) == reduced(&circuit)
+    });
+    let asked = asked.expect("the oracle was never asked about the input circuit");
+    let out = std::process::Command::new("python3").args([toy, &path("adder.json"), asked.to_str().unwrap()]).output();
+    let measured: f64 = String::from_utf8_lossy(&out.unwrap().stdout).trim().parse().unwrap();
+    let rounds: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("m.rounds.json")).unwrap()).unwrap();
+    let first = &rounds[0];
+    assert!((first["circuit_real_cost"].as_f64().unwrap() - measured).abs() < 1e-6, "{first}");
+    let last = rounds.as_array().unwrap().last().unwrap();
+    assert!(last["best_real_cost"].as_f64().unwrap() <= measured + 1e-9, "{last}");
+}
+
+#[test]
 fn saturation_stops_at_the_node_limit_and_finds_a_smaller_circuit() {
     // (a & b) | (a & c) is a & (b | c) after distribution: the e-graph
     // holds the cheaper form, which dag-greedy then finds.

@@ -30,6 +30,7 @@ use crate::learn::oracle::labeler::Labeler;
 use crate::learn::oracle::labels::LabelLog;
 use crate::learn::oracle::process::{Oracle, OracleSettings};
 use crate::progress::{quiet, Observer};
+use crate::saturate::recorded_circuit;
 use crate::timing::TIMING_METRIC;
 use crate::{load, preprocess};
 use anyhow::{bail, Context, Result};
@@ -168,7 +169,19 @@ impl TrainCostJob {
     pub fn run(&self, progress: Observer) -> Result<TrainCostResult> {
         let paths = self.paths()?;
         let device = crate::device::parse(&self.device)?;
-        let graphs = self.egraphs.iter().map(|p| load::load_file(p)).collect::<Result<Vec<_>>>()?;
+        // Each e-graph, and the circuit it was built from where it records one.
+        let (graphs, circuits): (Vec<_>, Vec<_>) = self
+            .egraphs
+            .iter()
+            .map(|p| {
+                let text = load::read_text(p)?;
+                let graph = load::parse_file_text(p, &text)?;
+                let circuit = recorded_circuit(&graph, &text).with_context(|| format!("{}", p.display()))?;
+                Ok((graph, circuit))
+            })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         let problems = graphs
             .iter()
             .zip(&self.egraphs)
@@ -192,11 +205,13 @@ impl TrainCostJob {
             .zip(&graphs)
             .zip(&problems)
             .zip(&labelers)
-            .map(|(((p, original), problem), labeler)| Design {
+            .zip(circuits)
+            .map(|((((p, original), problem), labeler), circuit)| Design {
                 name: p.display().to_string(),
                 original,
                 problem,
                 labeler,
+                circuit,
             })
             .collect();
         let init = init.as_ref();
@@ -214,14 +229,12 @@ impl TrainCostJob {
                 // They are the loop's broad initial samples too.
                 config.initial = config.initial.saturating_sub(labelled);
             }
-            train_cost(d.original, d.problem, d.labeler, &mut log, &config, &optimiser, init, &device).and_then(
-                |mut o| {
-                    if timed {
-                        add_timing(&mut o, d, &log, self.train_cost.train.test_fraction)?;
-                    }
-                    Ok((o.model.clone(), vec![o]))
-                },
-            )
+            train_cost(d, &mut log, &config, &optimiser, init, &device).and_then(|mut o| {
+                if timed {
+                    add_timing(&mut o, d, &log, self.train_cost.train.test_fraction)?;
+                }
+                Ok((o.model.clone(), vec![o]))
+            })
         } else {
             train_corpus(&designs, &mut log, &self.train_cost, &optimiser, init, &device).map(|o| (o.model, o.designs))
         };

@@ -175,6 +175,7 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
             nodes.insert(format!("{}.{i}", class.id), entry);
         }
     }
+    let circuit_choices = term_choices(egraph, &expr);
     let report = SaturateReport {
         classes: egraph.number_of_classes(),
         nodes: egraph.total_number_of_nodes(),
@@ -187,8 +188,55 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
         "root_eclasses": [root.to_string()],
         "inputs": circuit.inputs,
         "outputs": circuit.outputs,
+        CIRCUIT_CHOICES: circuit_choices,
     });
     Ok((json, report))
+}
+
+/// The field of a saturated e-graph's JSON that spells the input circuit
+/// as an extraction: class id -> node id, as a result file's `"choices"`.
+pub const CIRCUIT_CHOICES: &str = "circuit_choices";
+
+/// The input circuit's own e-nodes as an extraction of the saturated
+/// e-graph: per class, the first node of `expr` that lies in it (named as
+/// the JSON names it, `class.position`). Egg keeps every node it was given,
+/// so each is found. The choice is acyclic: every chosen node's children
+/// are classes of earlier nodes of `expr`, whose chosen nodes come earlier
+/// still.
+fn term_choices(egraph: &egg::EGraph<Bool, ()>, expr: &RecExpr<Bool>) -> Map<String, Value> {
+    let mut class_of: Vec<Id> = Vec::with_capacity(expr.as_ref().len());
+    let mut choices = Map::new();
+    for node in expr.as_ref() {
+        let mut node = node.clone().map_children(|c| class_of[usize::from(c)]);
+        let class = egraph.lookup(&mut node).expect("egg keeps every node it was given");
+        class_of.push(class);
+        let position = egraph[class].nodes.iter().position(|n| *n == node).expect("a looked-up node is in its class");
+        choices.entry(class.to_string()).or_insert_with(|| Value::String(format!("{class}.{position}")));
+    }
+    choices
+}
+
+/// The input circuit recorded in a saturated e-graph's JSON `text` (see
+/// [`CIRCUIT_CHOICES`]), as an extraction of `g` (the graph loaded from the
+/// same text); `None` for an e-graph that records none. Errors when the
+/// record names a class or node `g` lacks, or does not spell a valid
+/// extraction.
+pub fn recorded_circuit(
+    g: &crate::egraph::EGraph,
+    text: &str,
+) -> Result<Option<crate::extraction::OriginalExtraction>> {
+    #[derive(serde::Deserialize)]
+    struct Recorded {
+        circuit_choices: Option<Map<String, Value>>,
+    }
+    let recorded: Recorded = serde_json::from_str(text).map_err(|e| anyhow::anyhow!("invalid e-graph JSON: {e}"))?;
+    let Some(choices) = recorded.circuit_choices else { return Ok(None) };
+    let extraction = crate::extraction::OriginalExtraction::from_json(g, &Value::Object(choices))
+        .map_err(|e| anyhow::anyhow!("{CIRCUIT_CHOICES}: {e}"))?;
+    if let Err(defect) = extraction.check(g) {
+        bail!("{CIRCUIT_CHOICES} is not a valid extraction: {defect}");
+    }
+    Ok(Some(extraction))
 }
 
 /// The circuit as one term: each output's cover as a sum of products over

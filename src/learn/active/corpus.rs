@@ -9,6 +9,7 @@
 
 use crate::egraph::EGraph;
 use crate::extract::SmoothE;
+use crate::extraction::OriginalExtraction;
 use crate::learn::active::config::TrainCostConfig;
 use crate::learn::active::train_cost::{train_cost, TrainCostOutcome};
 use crate::learn::model::dataset::{dataset, Labelled};
@@ -36,6 +37,10 @@ pub struct Design<'a> {
     pub problem: &'a Reduced,
     /// Its oracle calls.
     pub labeler: &'a Labeler<'a>,
+    /// The circuit it was built from, where the e-graph records one (see
+    /// [`crate::saturate::recorded_circuit`]): the loop labels it with the
+    /// baselines, so its best is never worse than what it was given.
+    pub circuit: Option<OriginalExtraction>,
 }
 
 /// What training over a corpus produced.
@@ -59,8 +64,7 @@ pub fn train_corpus(
 ) -> Result<CorpusOutcome> {
     let mut outcomes = Vec::with_capacity(designs.len());
     for d in designs {
-        let outcome = train_cost(d.original, d.problem, d.labeler, log, config, smoothe, init, device)
-            .with_context(|| d.name.clone())?;
+        let outcome = train_cost(d, log, config, smoothe, init, device).with_context(|| d.name.clone())?;
         outcomes.push(outcome);
     }
     let kind = init.map_or(config.features, |m| m.meta.features.kind);

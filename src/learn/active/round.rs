@@ -76,6 +76,10 @@ pub struct RoundSummary {
     pub dag_greedy_real_cost: Option<f64>,
     /// Real cost of the linear-cost SmoothE extraction.
     pub linear_smoothe_real_cost: Option<f64>,
+    /// Real cost of the circuit the e-graph was built from, where it
+    /// records one (`smoothe saturate` does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit_real_cost: Option<f64>,
     /// What this round labelled, in order, each with the previous model's
     /// prediction: whether the model's picks beat the random ones from the
     /// same pool shows as the loop runs (empty for round 0).

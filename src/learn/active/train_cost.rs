@@ -7,6 +7,7 @@ use crate::extract::moves::broad_sample;
 use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::learn::active::config::{linear_baseline, TrainCostConfig};
+use crate::learn::active::corpus::Design;
 use crate::learn::active::front::Front;
 use crate::learn::active::round::{
     initial_samples, prior_bar, ModelRound, Novelty, OptimumCheck, Picks, RoundPick, RoundShare, RoundSummary,
@@ -54,18 +55,17 @@ pub struct TrainCostOutcome {
 /// nothing: at most half the calls left after the baselines go to broad
 /// initial samples, and every model is `init` fine-tuned on this design's
 /// labels, relative to its dag-greedy extraction.
-#[allow(clippy::too_many_arguments)]
 pub fn train_cost(
-    original: &EGraph,
-    problem: &Reduced,
-    labeler: &Labeler,
+    design: &Design,
     log: &mut LabelLog,
     config: &TrainCostConfig,
     smoothe: &SmoothE,
     init: Option<&Ensemble>,
     device: &Device,
 ) -> Result<TrainCostOutcome> {
-    let setting = Setting { original, problem, labeler, config, smoothe, init, device };
+    let Design { original, problem, labeler, .. } = *design;
+    let circuit = design.circuit.as_ref();
+    let setting = Setting { original, problem, labeler, circuit, config, smoothe, init, device };
     // The layout every fit of this design reads, built once: the design's
     // own vocabulary, or the initial model's (with the design's reference
     // extraction, which relative features are measured from).
@@ -120,6 +120,8 @@ pub(super) struct Setting<'a> {
     pub(super) smoothe: &'a SmoothE,
     pub(super) init: Option<&'a Ensemble>,
     pub(super) device: &'a Device,
+    /// The circuit the e-graph was built from, if it records one.
+    pub(super) circuit: Option<&'a OriginalExtraction>,
 }
 
 /// The loop's state between its steps.
@@ -131,10 +133,12 @@ pub(super) struct ActiveLoop<'a> {
     /// Calls left.
     pub(super) budget: usize,
     pub(super) rng: StdRng,
-    /// Greedy, dag-greedy and linear SmoothE.
+    /// Greedy, dag-greedy and linear SmoothE, then the recorded circuit.
     pub(super) bases: Vec<Extraction>,
     /// Their real costs, in that order (`None`: the call failed).
     pub(super) base_costs: Vec<Option<f64>>,
+    /// Real cost of the recorded circuit, once labelled.
+    pub(super) circuit_cost: Option<f64>,
     /// Every extraction labelled or picked so far.
     pub(super) seen: HashSet<Extraction>,
     /// The layout every fit of this design reads.
@@ -178,6 +182,7 @@ impl<'a> ActiveLoop<'a> {
             budget,
             bases: Vec::new(),
             base_costs: Vec::new(),
+            circuit_cost: None,
             seen: HashSet::new(),
             featurizer,
             reference,
@@ -225,6 +230,17 @@ impl<'a> ActiveLoop<'a> {
         let linear_cost = self.label(std::slice::from_ref(&linear))?;
         self.base_costs.extend(linear_cost);
         self.bases = vec![greedy, dag, linear];
+        // The circuit the e-graph was built from: what the user has now.
+        if let Some(circuit) = self.s.circuit.and_then(|c| self.s.problem.from_original(c)) {
+            self.circuit_cost = match self.bases.iter().position(|b| *b == circuit) {
+                Some(i) => self.base_costs[i],
+                None => {
+                    let cost = self.label(std::slice::from_ref(&circuit))?;
+                    self.bases.push(circuit);
+                    cost.first().copied().flatten()
+                }
+            };
+        }
         self.seen = self.bases.iter().cloned().collect();
         Ok(())
     }
@@ -330,6 +346,7 @@ impl<'a> ActiveLoop<'a> {
             greedy_real_cost: self.base_costs[0],
             dag_greedy_real_cost: self.base_costs[1],
             linear_smoothe_real_cost: self.base_costs[2],
+            circuit_real_cost: self.circuit_cost,
             picks,
             fit_seconds,
             seconds: self.round_started.elapsed().as_secs_f64(),
