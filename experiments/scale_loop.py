@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The scale_loop.sh study: see that script. Writes scale_loop.csv and
-scale_loop.md; its scratch (model, label log, rounds) goes to
-experiments/out/scale_loop/."""
+scale_loop.md; its scratch (model, label log, rounds, the frozen model's
+extraction) goes to experiments/out/scale_loop/."""
 import csv
 import json
 import os
@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "target" / "release" / "smoothe"
+BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
 CACHE = Path(os.environ.get("SCALE_CACHE", Path.home() / ".cache" / "smoothe-scale"))
-GRAPH = Path(os.environ.get("GRAPH", CACHE / "mul8-100000.json"))
+GRAPH = Path(os.environ.get("GRAPH", CACHE / "mul32-100000.json"))
 BUDGET = os.environ.get("BUDGET", "50")
 JOBS = os.environ.get("JOBS", "2")
 ORACLE = os.environ.get("ORACLE", "examples/oracles/abc_area.sh")
@@ -36,6 +36,16 @@ def main():
     if proc.returncode != 0:
         sys.exit(f"train-cost failed:\n{proc.stderr[-3000:]}")
     rounds = json.load(open(OUT / "model.rounds.json"))
+    # The frozen model's own answer, measured by the same oracle.
+    frozen = OUT / "frozen.json"
+    start = time.perf_counter()
+    proc = subprocess.run([str(BIN), "extract", "--model", str(model), str(GRAPH), "-o", str(frozen), "-q"], cwd=ROOT,
+                          capture_output=True, text=True)
+    frozen_s = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"extract --model failed:\n{proc.stderr[-3000:]}")
+    oracle = subprocess.run([str(ROOT / ORACLE), str(GRAPH), str(frozen)], cwd=ROOT, capture_output=True, text=True)
+    frozen_area = float(oracle.stdout.strip().splitlines()[-1]) if oracle.returncode == 0 else None
     nodes = sum(1 for _ in json.load(open(GRAPH))["nodes"])
     rows = [dict(round=r["round"], labels=r["labels"], oracle_calls=r["oracle_calls"],
                  best_real_cost=r["best_real_cost"], seconds=round(r["seconds"], 2),
@@ -50,7 +60,7 @@ def main():
     fitting = sum(r["fit_seconds"] for r in rows)
     first = rounds[0]
     lines = ["# The learned loop at size", "",
-             f"Made by `experiments/scale_loop.sh` on this 2-core machine: `train-cost --oracle {ORACLE} --budget"
+             f"Made by `experiments/scale_loop.sh` on a 2-core machine (2 cores, 24 GiB, no GPU): `train-cost --oracle {ORACLE} --budget"
              f" {BUDGET} --jobs {JOBS}` on `{GRAPH.name}` ({nodes} e-nodes, made by `experiments/scale.sh`;"
              " the command that made it is beside it in the cache).", "",
              f"- Whole command: {wall:.0f} s wall ({wall / 60:.1f} min); rounds: {len(rows)}.",
@@ -60,7 +70,11 @@ def main():
              f"- The rest (SmoothE's starts and optima, the model-guided search, features): {total - labelling - fitting:.0f}"
              f" s, {100 * (total - labelling - fitting) / total:.0f}%.",
              f"- Best real area {rows[-1]['best_real_cost']:g}; greedy {first.get('greedy_real_cost')},"
-             f" dag-greedy {first.get('dag_greedy_real_cost')}, linear SmoothE {first.get('linear_smoothe_real_cost')}.",
+             f" dag-greedy {first.get('dag_greedy_real_cost')}, linear SmoothE {first.get('linear_smoothe_real_cost')},"
+             f" the input circuit {first.get('circuit_real_cost')}.",
+             f"- `extract --model` (the frozen model, no oracle call): {frozen_s:.0f} s; its extraction measured"
+             f" {frozen_area} by the same oracle, against {min(first['greedy_real_cost'], first['dag_greedy_real_cost']):g}"
+             " for the better of greedy and dag-greedy.",
              "", "| round | labels | calls | best real | seconds | labelling s | fitting s |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['round']} | {r['labels']} | {r['oracle_calls']} | {r['best_real_cost']:g} | {r['seconds']} |"
               f" {r['label_seconds']} | {r['fit_seconds']} |" for r in rows]
