@@ -11,8 +11,8 @@ impl Relaxation {
         let (nn, nc, ne, w_) = (self.num_nodes, self.num_classes, self.num_edges(), fwd.width);
         let (q, cp, w, dfdt) = (&fwd.q, &fwd.class_prob, &fwd.w, &fwd.dfdt);
         // Direct terms: dL/dq (through node_prob) and dL/dP(c).
-        let mut gq = vec![0.0; nn * w_];
-        let mut direct = vec![0.0; nc * w_];
+        let mut gq = self.zeroed(nn * w_);
+        let mut direct = self.zeroed(nc * w_);
         for n in 0..nn {
             let c = self.node_class[n].index();
             for b in 0..w_ {
@@ -22,7 +22,7 @@ impl Relaxation {
             }
         }
         // Penalty: t_e = P(parent) * w_e.
-        let mut gw = vec![0.0; ne * w_];
+        let mut gw = self.zeroed(ne * w_);
         for (slot, &e) in self.penalty_edges.iter().enumerate() {
             let (e, p) = (e as usize, self.edge_parent[e as usize].index());
             for b in 0..w_ {
@@ -34,7 +34,7 @@ impl Relaxation {
             }
         }
         // Adjoint sweep, children first.
-        let mut adj = vec![0.0; nc * w_];
+        let mut adj = self.zeroed(nc * w_);
         let mut row = vec![0.0; w_];
         let accumulate = |c: usize, adj: &[f64], row: &mut [f64]| {
             row.copy_from_slice(&direct[c * w_..(c + 1) * w_]);
@@ -90,7 +90,9 @@ impl Relaxation {
                 }
             }
         }
-        self.softmax_backward(q, &gq, w_)
+        let gs = self.softmax_backward(q, &gq, w_);
+        self.give_back([gq, direct, gw, adj]);
+        gs
     }
 
     /// The softmax backward per class: the gradient with respect to the
@@ -98,7 +100,7 @@ impl Relaxation {
     /// probabilities `q` (`[nodes, width]`).
     fn softmax_backward(&self, q: &[f64], gq: &[f64], w_: usize) -> Vec<f64> {
         let (nn, nc) = (self.num_nodes, self.num_classes);
-        let mut gs = vec![0.0; nn * w_];
+        let mut gs = self.zeroed(nn * w_);
         let mut dot = vec![0.0; w_];
         for c in 0..nc {
             dot.fill(0.0);

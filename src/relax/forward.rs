@@ -15,7 +15,7 @@ impl Relaxation {
     pub fn forward_columns(&self, scores: &[f64], width: usize, first_column: usize) -> Forward {
         let (nn, nc, ne, w_) = (self.num_nodes, self.num_classes, self.num_edges(), width);
         assert_eq!(scores.len(), nn * w_, "scores must be [nodes, width]");
-        let mut q = vec![0.0; nn * w_];
+        let mut q = self.zeroed(nn * w_);
         // Per-class softmax, max-subtracted per seed.
         let mut mx = vec![0.0; w_];
         let mut sum = vec![0.0; w_];
@@ -44,7 +44,7 @@ impl Relaxation {
             }
         }
         // Edge weights: w_e = sum of q over the parent's nodes with this child.
-        let mut w = vec![0.0; ne * w_];
+        let mut w = self.zeroed(ne * w_);
         for e in 0..ne {
             let dst = &mut w[e * w_..(e + 1) * w_];
             for &n in self.edge_nodes(e) {
@@ -53,8 +53,8 @@ impl Relaxation {
                 }
             }
         }
-        let mut class_prob = vec![0.0; nc * w_];
-        let mut dfdt = vec![0.0; ne * w_];
+        let mut class_prob = self.zeroed(nc * w_);
+        let mut dfdt = self.zeroed(ne * w_);
         let (wi, wc) = (0..w_).map(|b| self.combine.weights(first_column + b)).unzip();
         let mut scratch = Scratch { t: Vec::new(), wi, wc };
         let mut probe = vec![0.0; w_];
@@ -88,7 +88,7 @@ impl Relaxation {
                 self.update_class_into(c.index(), &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
             }
         }
-        let mut node_prob = vec![0.0; nn * w_];
+        let mut node_prob = self.zeroed(nn * w_);
         for n in 0..nn {
             let c = self.node_class[n].index();
             for b in 0..w_ {

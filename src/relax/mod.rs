@@ -180,7 +180,12 @@ pub struct Relaxation {
     iteration: Iteration,
     /// Cycles met by decoding in large components, as class-edge lists.
     met_cycles: std::sync::RwLock<MetCycles>,
+    /// Buffers the passes give back for the next step to reuse.
+    spare: std::sync::Mutex<Vec<Vec<f64>>>,
 }
+
+/// At most this many spare buffers are kept.
+const MAX_SPARE_BUFFERS: usize = 64;
 
 #[derive(Debug, Default)]
 struct MetCycles {
@@ -356,6 +361,7 @@ impl Relaxation {
             combine,
             iteration,
             met_cycles: Default::default(),
+            spare: Default::default(),
         }
     }
 
@@ -366,6 +372,39 @@ impl Relaxation {
     /// Number of class edges.
     pub fn num_edges(&self) -> usize {
         self.edge_parent.len()
+    }
+
+    /// `len` zeros, in a buffer an earlier pass gave back where one is
+    /// large enough. Every step allocates the same large buffers; reusing
+    /// them spares the allocator, which on worker threads maps and unmaps
+    /// the memory of each afresh, with its page faults and, on several
+    /// cores, the TLB shootdowns of every unmap.
+    pub(crate) fn zeroed(&self, len: usize) -> Vec<f64> {
+        let reused = self.spare.lock().ok().and_then(|mut spare| {
+            let fit = (0..spare.len()).filter(|&i| spare[i].capacity() >= len).min_by_key(|&i| spare[i].capacity())?;
+            Some(spare.swap_remove(fit))
+        });
+        let mut buffer = reused.unwrap_or_default();
+        buffer.clear();
+        buffer.resize(len, 0.0);
+        buffer
+    }
+
+    /// Gives `buffers` back for [`Relaxation::zeroed`] to reuse.
+    pub(crate) fn give_back(&self, buffers: impl IntoIterator<Item = Vec<f64>>) {
+        if let Ok(mut spare) = self.spare.lock() {
+            for b in buffers {
+                if spare.len() < MAX_SPARE_BUFFERS && b.capacity() > 0 {
+                    spare.push(b);
+                }
+            }
+        }
+    }
+
+    /// Gives the buffers of a forward pass back once its backward is done.
+    pub fn recycle(&self, fwd: Forward) {
+        let Forward { q, class_prob, node_prob, w, dfdt, dhdt, .. } = fwd;
+        self.give_back([q, class_prob, node_prob, w, dfdt, dhdt]);
     }
 
     fn class_nodes(&self, c: usize) -> &[NodeIdx] {

@@ -67,10 +67,11 @@ impl RelaxOp {
     }
 }
 
-/// Copies columns `range` of a `[rows, batch]` buffer into `[rows, width]`.
-fn gather(src: &[f64], rows: usize, batch: usize, range: &std::ops::Range<usize>) -> Vec<f64> {
+/// Copies columns `range` of a `[rows, batch]` buffer into `[rows, width]`
+/// (a buffer of `relax`'s, to give back).
+fn gather(relax: &Relaxation, src: &[f64], rows: usize, batch: usize, range: &std::ops::Range<usize>) -> Vec<f64> {
     let width = range.len();
-    let mut out = vec![0.0; rows * width];
+    let mut out = relax.zeroed(rows * width);
     for r in 0..rows {
         out[r * width..(r + 1) * width].copy_from_slice(&src[r * batch + range.start..r * batch + range.end]);
     }
@@ -140,7 +141,12 @@ impl CustomOp1 for RelaxOp {
         let ranges = self.ranges(batch);
         let forwards: Vec<Forward> = ranges
             .par_iter()
-            .map(|r| self.relax.forward_columns(&gather(&scores, nn, batch, r), r.len(), r.start))
+            .map(|r| {
+                let columns = gather(&self.relax, &scores, nn, batch, r);
+                let forward = self.relax.forward_columns(&columns, r.len(), r.start);
+                self.relax.give_back([columns]);
+                forward
+            })
             .collect();
         let out = interleave(nn + 1, batch, &ranges, |chunk, row| {
             let (f, width) = (&forwards[chunk], ranges[chunk].len());
@@ -174,8 +180,13 @@ impl CustomOp1 for RelaxOp {
         if !arg.device().is_cpu() {
             self.count(grad_res.elem_count() + arg.elem_count(), arg.dtype());
         }
-        let guard = self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?;
-        let forwards = guard.as_ref().ok_or_else(|| candle_core::Error::Msg("backward before forward".into()))?;
+        // The forward state serves this one backward; its buffers go back after.
+        let forwards = self
+            .state
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))?
+            .take()
+            .ok_or_else(|| candle_core::Error::Msg("backward before forward (or a second backward)".into()))?;
         let grad: Vec<f64> = match grad_res.dtype() {
             DType::F32 => widen(&grad_res.flatten_all()?.to_vec1::<f32>()?),
             _ => grad_res.to_dtype(DType::F64)?.flatten_all()?.to_vec1()?,
@@ -185,15 +196,21 @@ impl CustomOp1 for RelaxOp {
             .par_iter()
             .zip(ranges.par_iter())
             .map(|(f, r)| {
-                let g = gather(&grad, nn + 1, batch, r);
+                let g = gather(&self.relax, &grad, nn + 1, batch, r);
                 let width = r.len();
-                self.relax.backward(f, &g[..nn * width], &g[nn * width..])
+                let scores_grad = self.relax.backward(f, &g[..nn * width], &g[nn * width..]);
+                self.relax.give_back([g]);
+                scores_grad
             })
             .collect();
         let out = interleave(nn, batch, &ranges, |chunk, row| {
             let width = ranges[chunk].len();
             &parts[chunk][row * width..(row + 1) * width]
         });
+        self.relax.give_back(parts);
+        for f in forwards {
+            self.relax.recycle(f);
+        }
         let t = match arg.dtype() {
             DType::F32 => Tensor::from_vec(narrow(out), (nn, batch), arg.device())?,
             dtype => Tensor::from_vec(out, (nn, batch), arg.device())?.to_dtype(dtype)?,

@@ -47,7 +47,7 @@ impl Relaxation {
     /// the derivative is zero for every other edge).
     pub(super) fn penalty(&self, w: &[f64], class_prob: &[f64], width: usize) -> (Vec<f64>, Vec<f64>) {
         let mut h = vec![0.0; width];
-        let mut dhdt = vec![0.0; self.penalty_edges.len() * width];
+        let mut dhdt = self.zeroed(self.penalty_edges.len() * width);
         let slot = |e: u32| self.penalty_slot[e as usize] as usize;
         let t = |e: u32, b: usize| {
             class_prob[(self.edge_parent[e as usize]).index() * width + b] * w[e as usize * width + b]
