@@ -18,10 +18,13 @@
 //! assert_eq!(TrainCostJob::from_toml(&job.to_toml().unwrap()).unwrap(), job);
 //! ```
 
+use crate::egraph::EGraph;
 use crate::extract::{SmoothE, SmoothEConfig};
+use crate::extraction::OriginalExtraction;
 use crate::files::write_json;
 use crate::learn::active::config::{loop_smoothe, TrainCostConfig};
-use crate::learn::active::corpus::{train_corpus, Design};
+use crate::learn::active::corpus::train_corpus;
+use crate::learn::active::design::Design;
 use crate::learn::active::front::fit_timing_head;
 use crate::learn::active::train_cost::{train_cost, TrainCostOutcome};
 use crate::learn::model::front::MeasuredFront;
@@ -163,25 +166,27 @@ impl TrainCostJob {
         })
     }
 
+    /// Each e-graph, and the circuit it was built from where it records
+    /// one (see [`recorded_circuit`]); errors name the file.
+    fn load_egraphs(&self) -> Result<(Vec<EGraph>, Vec<Option<OriginalExtraction>>)> {
+        let mut graphs = Vec::with_capacity(self.egraphs.len());
+        let mut circuits = Vec::with_capacity(self.egraphs.len());
+        for p in &self.egraphs {
+            let text = load::read_text(p)?;
+            let graph = load::parse_file_text(p, &text)?;
+            circuits.push(recorded_circuit(&graph, &text).with_context(|| format!("{}", p.display()))?);
+            graphs.push(graph);
+        }
+        Ok((graphs, circuits))
+    }
+
     /// Runs the job: labels, trains, and writes the model, the rounds, the
     /// best extraction(s) and the job itself. Progress goes to `progress`;
     /// warnings (a repaired label log) to the `log` facade.
     pub fn run(&self, progress: Observer) -> Result<TrainCostResult> {
         let paths = self.paths()?;
         let device = crate::device::parse(&self.device)?;
-        // Each e-graph, and the circuit it was built from where it records one.
-        let (graphs, circuits): (Vec<_>, Vec<_>) = self
-            .egraphs
-            .iter()
-            .map(|p| {
-                let text = load::read_text(p)?;
-                let graph = load::parse_file_text(p, &text)?;
-                let circuit = recorded_circuit(&graph, &text).with_context(|| format!("{}", p.display()))?;
-                Ok((graph, circuit))
-            })
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .unzip();
+        let (graphs, circuits) = self.load_egraphs()?;
         let problems = graphs
             .iter()
             .zip(&self.egraphs)

@@ -254,6 +254,26 @@ fn component_penalty(
     }
 }
 
+/// The edges between two classes of one cyclic component, and each edge's
+/// place among them (`u32::MAX` for every other edge).
+fn penalty_edges(
+    components: &[Component],
+    sccs: &Sccs,
+    edge_parent: &[ClassIdx],
+    edge_child: &[ClassIdx],
+) -> (Vec<u32>, Vec<u32>) {
+    let mut slot = vec![u32::MAX; edge_parent.len()];
+    let mut edges = Vec::new();
+    for (e, (p, c)) in edge_parent.iter().zip(edge_child).enumerate() {
+        let (p, c) = (sccs.component_of[p.index()], sccs.component_of[c.index()]);
+        if p == c && components[p as usize].cyclic {
+            slot[e] = edges.len() as u32;
+            edges.push(e as u32);
+        }
+    }
+    (edges, slot)
+}
+
 impl Relaxation {
     /// Builds the relaxation of `g` (assumed preprocessed: no self-loop
     /// nodes) with components `sccs`.
@@ -330,15 +350,7 @@ impl Relaxation {
             };
             components.push(Component { classes, cyclic, penalty });
         }
-        let mut penalty_slot = vec![u32::MAX; ne];
-        let mut penalty_edges = Vec::new();
-        for e in 0..ne {
-            let (p, c) = (sccs.component_of[edge_parent[e].index()], sccs.component_of[edge_child[e].index()]);
-            if p == c && components[p as usize].cyclic {
-                penalty_slot[e] = penalty_edges.len() as u32;
-                penalty_edges.push(e as u32);
-            }
-        }
+        let (penalty_edges, penalty_slot) = penalty_edges(&components, sccs, &edge_parent, &edge_child);
         Relaxation {
             num_nodes: nn,
             num_classes: nc,

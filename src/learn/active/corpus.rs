@@ -7,10 +7,9 @@
 //! on all labels, in a layout that covers every design's operators and
 //! operator pairs.
 
-use crate::egraph::EGraph;
 use crate::extract::SmoothE;
-use crate::extraction::OriginalExtraction;
 use crate::learn::active::config::TrainCostConfig;
+use crate::learn::active::design::Design;
 use crate::learn::active::train_cost::{train_cost, TrainCostOutcome};
 use crate::learn::model::dataset::{dataset, Labelled};
 use crate::learn::model::features::{merge_vocabularies, vocabulary, FeatureKind, FeatureLayout, Featurizer};
@@ -20,28 +19,10 @@ use crate::learn::model::meta::RelativeFrame;
 use crate::learn::model::network::Ensemble;
 use crate::learn::model::reference::{transfer_margin, Reference, RelativeData};
 use crate::learn::model::train::{fine_tune, train};
-use crate::learn::oracle::labeler::Labeler;
 use crate::learn::oracle::labels::LabelLog;
-use crate::preprocess::Reduced;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashSet;
-
-/// One design of a corpus.
-pub struct Design<'a> {
-    /// A name for messages (the file name).
-    pub name: String,
-    /// The e-graph.
-    pub original: &'a EGraph,
-    /// It, preprocessed.
-    pub problem: &'a Reduced,
-    /// Its oracle calls.
-    pub labeler: &'a Labeler<'a>,
-    /// The circuit it was built from, where the e-graph records one (see
-    /// [`crate::saturate::recorded_circuit`]): the loop labels it with the
-    /// baselines, so its best is never worse than what it was given.
-    pub circuit: Option<OriginalExtraction>,
-}
 
 /// What training over a corpus produced.
 pub struct CorpusOutcome {

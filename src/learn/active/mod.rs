@@ -9,6 +9,7 @@ pub mod acquisition;
 pub mod anneal;
 pub mod config;
 pub mod corpus;
+pub mod design;
 pub mod front;
 pub mod goal;
 mod picks;

@@ -7,7 +7,7 @@ use crate::extract::moves::broad_sample;
 use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::learn::active::config::{linear_baseline, TrainCostConfig};
-use crate::learn::active::corpus::Design;
+use crate::learn::active::design::Design;
 use crate::learn::active::front::Front;
 use crate::learn::active::round::{
     initial_samples, prior_bar, ModelRound, Novelty, OptimumCheck, Picks, RoundPick, RoundShare, RoundSummary,
