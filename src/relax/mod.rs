@@ -387,10 +387,10 @@ impl Relaxation {
     }
 
     /// `len` zeros, in a buffer an earlier pass gave back where one is
-    /// large enough. Every step allocates the same large buffers; reusing
-    /// them spares the allocator, which on worker threads maps and unmaps
-    /// the memory of each afresh, with its page faults and, on several
-    /// cores, the TLB shootdowns of every unmap.
+    /// large enough. Every step needs the same large buffers on its worker
+    /// threads, whose allocator arenas tend to give such memory back to the
+    /// system and map it again: page faults and, on several cores, TLB
+    /// shootdowns each step. Reused buffers avoid both.
     pub(crate) fn zeroed(&self, len: usize) -> Vec<f64> {
         let reused = self.spare.lock().ok().and_then(|mut spare| {
             let fit = (0..spare.len()).filter(|&i| spare[i].capacity() >= len).min_by_key(|&i| spare[i].capacity())?;
