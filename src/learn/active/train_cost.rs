@@ -235,9 +235,10 @@ impl<'a> ActiveLoop<'a> {
             self.circuit_cost = match self.bases.iter().position(|b| *b == circuit) {
                 Some(i) => self.base_costs[i],
                 None => {
-                    let cost = self.label(std::slice::from_ref(&circuit))?;
+                    let cost = self.label(std::slice::from_ref(&circuit))?.first().copied().flatten();
                     self.bases.push(circuit);
-                    cost.first().copied().flatten()
+                    self.base_costs.push(cost);
+                    cost
                 }
             };
         }
