@@ -414,7 +414,7 @@ impl Relaxation {
     }
 
     /// Gives the buffers of a forward pass back once its backward is done.
-    pub fn recycle(&self, fwd: Forward) {
+    pub(crate) fn recycle(&self, fwd: Forward) {
         let Forward { q, class_prob, node_prob, w, dfdt, dhdt, .. } = fwd;
         self.give_back([q, class_prob, node_prob, w, dfdt, dhdt]);
     }

@@ -162,7 +162,7 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
     let mut nodes = Map::new();
     for class in egraph.classes() {
         for (i, node) in class.nodes.iter().enumerate() {
-            let children: Vec<String> = node.children().iter().map(|&c| format!("{}.0", egraph.find(c))).collect();
+            let children: Vec<String> = node.children().iter().map(|&c| node_id(egraph.find(c), 0)).collect();
             let op = node.to_string();
             let cost = match node {
                 Bool::And(_) => 2.0,
@@ -172,7 +172,7 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
                 _ => 1.0,
             };
             let entry = json!({"op": op, "children": children, "eclass": class.id.to_string(), "cost": cost});
-            nodes.insert(format!("{}.{i}", class.id), entry);
+            nodes.insert(node_id(class.id, i), entry);
         }
     }
     let circuit_choices = term_choices(egraph, &expr);
@@ -199,8 +199,8 @@ pub const CIRCUIT_CHOICES: &str = "circuit_choices";
 
 /// The input circuit's own e-nodes as an extraction of the saturated
 /// e-graph: per class, the first node of `expr` that lies in it (named as
-/// the JSON names it, `class.position`). Egg keeps every node it was given,
-/// so each is found. The choice is acyclic: every chosen node's children
+/// the JSON names it). Egg keeps every node it was given, so each is
+/// found. The choice is acyclic: every chosen node's children
 /// are classes of earlier nodes of `expr`, whose chosen nodes come earlier
 /// still.
 fn term_choices(egraph: &egg::EGraph<Bool, ()>, expr: &RecExpr<Bool>) -> Map<String, Value> {
@@ -210,10 +210,18 @@ fn term_choices(egraph: &egg::EGraph<Bool, ()>, expr: &RecExpr<Bool>) -> Map<Str
         let mut node = node.clone().map_children(|c| class_of[usize::from(c)]);
         let class = egraph.lookup(&mut node).expect("egg keeps every node it was given");
         class_of.push(class);
-        let position = egraph[class].nodes.iter().position(|n| *n == node).expect("a looked-up node is in its class");
-        choices.entry(class.to_string()).or_insert_with(|| Value::String(format!("{class}.{position}")));
+        choices.entry(class.to_string()).or_insert_with(|| {
+            let position =
+                egraph[class].nodes.iter().position(|n| *n == node).expect("a looked-up node is in its class");
+            Value::String(node_id(class, position))
+        });
     }
     choices
+}
+
+/// The JSON id of the node at `position` in `class`.
+fn node_id(class: Id, position: usize) -> String {
+    format!("{class}.{position}")
 }
 
 /// The input circuit recorded in a saturated e-graph's JSON `text` (see
