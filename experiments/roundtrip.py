@@ -9,15 +9,12 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
-os.environ.setdefault("SMOOTHE", str(BIN))
+from abc_common import BIN, ORACLE, ROOT, SHARED, oracle
+
 ABC = os.environ.get("ABC", "berkeley-abc")
-SHARED = ROOT.parent / "shared" / "datasets"
-ORACLE = ROOT / "examples" / "oracles" / "abc_area.sh"
-# The flow abc_area.sh maps with, applied to the input circuit alone.
+# The flow the default oracle (abc_area.sh) maps with, applied to the input
+# circuit alone.
 FLOW = "strash; dch; map -a"
 LIBRARY = ROOT / "examples" / "oracles" / "cells.genlib"
 NODE_LIMIT = os.environ.get("NODE_LIMIT", "20000")
@@ -105,7 +102,9 @@ def main():
         for method, (extraction, seconds) in extractions.items():
             back = out / f"{method.replace(' ', '-')}.blif"
             run([BIN, "export", graph, extraction, "-o", back])
-            area = float(run([ORACLE, graph, extraction]).strip().splitlines()[-1])
+            area = oracle(graph, extraction)
+            if area is None:
+                raise SystemExit(f"the oracle failed on {extraction}")
             dag_cost = json.load(open(extraction)).get("dag_cost", "")
             if dag_cost == "":
                 check = run([BIN, "check", graph, extraction])
