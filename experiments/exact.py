@@ -9,8 +9,10 @@ limit) are kept and not rerun, so an interrupted run resumes.
 
 Environment: LIMIT (seconds, default 60), SUITES (space-separated suite
 names, default all), METHODS (default "ilp auto smoothe"), UNPROVEN=1 (only
-instances no ilp row in exact.csv proved optimal), REPORT=1 (only rewrite
-exact.md from exact.csv).
+instances no ilp row in exact.csv proved optimal), REDO=1 (run again the rows
+already in exact.csv, replacing them, as after a change of the program; an
+interrupted REDO run starts over), REPORT=1 (only rewrite exact.md from
+exact.csv).
 Writes experiments/exact.csv and experiments/exact.md.
 """
 import csv
@@ -68,11 +70,13 @@ def measure():
         if os.environ.get("UNPROVEN") and (suite, instance) in proven:
             continue
         for method in METHODS:
-            if (suite, instance, method, LIMIT) in done:
+            key = (suite, instance, method, LIMIT)
+            if key in done and not os.environ.get("REDO"):
                 continue
             r = run(graph, method)
             if r is None:
                 continue
+            rows = [x for x in rows if (x["suite"], x["instance"], x["method"], float(x["limit"])) != key]
             rows.append(dict(suite=suite, instance=instance, method=method, limit=LIMIT, **r))
             save_rows(rows)
             print(f"{suite}/{instance} {method}@{LIMIT:g}: {r['dag_cost']:.6g} {r['status']} "

@@ -83,12 +83,20 @@ def main():
             earlier = [r for r in rows if r["circuit"] == name and int(r["node_limit"]) == limit]
             if earlier and graph.exists():
                 # KEEP: the cached e-graph and its measurements stand; only
-                # SmoothE runs at limits not yet measured.
+                # SmoothE runs at limits not yet measured (with REDO=1, at
+                # every limit in LIMITS, replacing the earlier rows).
                 row = {k: earlier[0][k] for k in FIELDS if k not in SMOOTHE_FIELDS}
                 for t in LIMITS:
-                    if not any(float(r["limit_s"]) == t for r in earlier):
-                        rows.append({**row, **run_smoothe(name, limit, graph, t)})
-                        write(rows)
+                    same = [r for r in earlier if float(r["limit_s"]) == t]
+                    if same and not os.environ.get("REDO"):
+                        continue
+                    new = {**row, **run_smoothe(name, limit, graph, t)}
+                    if same:
+                        rows[next(i for i, r in enumerate(rows) if r is same[0])] = new
+                        rows = [r for r in rows if not any(r is x for x in same[1:])]
+                    else:
+                        rows.append(new)
+                    write(rows)
                 continue
             cmd = [BIN, "saturate", blif, "-o", graph, "--node-limit", limit, "--iter-limit", 1000,
                    "--time-limit", 600, "-q"]
