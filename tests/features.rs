@@ -114,15 +114,7 @@ fn small_model(problem: &Reduced, original: &EGraph, seed: u64) -> LearnedCost {
     let test = vec![false; x.len()];
     let cfg = TrainConfig { members: 3, epochs: 80, patience: 20, ..TrainConfig::default() };
     let model = train(&x, &y, &test, fz.layout.clone(), &cfg, seed, &device()).unwrap();
-    LearnedCost::new(
-        model,
-        problem,
-        original,
-        Conservatism { kappa: 0.7, trust: 0.5, free_distance: 0.5 },
-        0.3,
-        &device(),
-    )
-    .unwrap()
+    LearnedCost::new(model, problem, original, Conservatism { kappa: 0.7, trust: 0.5, free_distance: 0.5 }).unwrap()
 }
 
 #[test]

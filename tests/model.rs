@@ -176,7 +176,7 @@ fn batched_predictions_match_one_at_a_time() {
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let model = Ensemble::load(Path::new(&repo("models/mul3-abc-area.safetensors")), &device()).unwrap();
-    let cost = LearnedCost::new(model, &problem, &original, Conservatism::default(), 0.5, &device()).unwrap();
+    let cost = LearnedCost::new(model, &problem, &original, Conservatism::default()).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     // More than one chunk of 256, so the chunk boundary is crossed.
     let samples: Vec<_> = (0..300).map(|_| smoothe::extract::random_extraction(&problem.graph, &mut rng)).collect();
@@ -208,7 +208,7 @@ fn an_unmeasured_optimum_on_its_own_design_pays_the_loops_optimism() {
     let bind = |error: Option<OptimumError>| {
         let mut model = shipped.clone();
         model.meta.optimum_error = error;
-        LearnedCost::new(model, &problem, &original, Conservatism::default(), 0.0, &device()).unwrap()
+        LearnedCost::new(model, &problem, &original, Conservatism::default()).unwrap()
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let unmeasured = smoothe::extract::random_extraction(&problem.graph, &mut rng);
@@ -249,7 +249,7 @@ fn a_frozen_choice_charges_an_unmeasured_candidate_its_expected_error() {
     let bind = |floor: f64| {
         let mut model = shipped.clone();
         model.meta.error_floor = floor;
-        LearnedCost::new(model, &problem, &original, Conservatism::FROZEN, 0.0, &device()).unwrap()
+        LearnedCost::new(model, &problem, &original, Conservatism::FROZEN).unwrap()
     };
     // The baselines, which the loop labelled, and small moves from greedy,
     // most of which it did not.
@@ -306,8 +306,7 @@ fn a_relative_model_measures_its_trust_region_in_the_spread_of_the_designs_own_l
     let original = smoothe::load::load_file(Path::new(&repo("datasets/esyn/mul3.json"))).unwrap();
     let problem = smoothe::preprocess::preprocess(&original).unwrap();
     let load = |path: &str| Ensemble::load(Path::new(&repo(path)), &device()).unwrap();
-    let bind =
-        |model: Ensemble| LearnedCost::new(model, &problem, &original, Conservatism::FROZEN, 0.0, &device()).unwrap();
+    let bind = |model: Ensemble| LearnedCost::new(model, &problem, &original, Conservatism::FROZEN).unwrap();
     // The corpus model has labels of mul3: their spread, whatever the
     // spread of relative costs over all six designs (here made five times
     // wider, as a fine-tuned model's can be) scaled to mul3.
@@ -396,21 +395,6 @@ fn damaged_model_files_are_refused_with_one_line() {
         };
         assert!(stderr.contains(reason), "{name}: refused for another reason: {stderr}");
     }
-}
-
-#[test]
-fn expected_improvement_matches_the_gaussian_formula() {
-    use smoothe::learn::active::acquisition::expected_improvement as ei;
-    // At the incumbent with unit spread: the standard normal density at 0.
-    assert!((ei(0.0, 0.0, 1.0) - 0.398_942_28).abs() < 1e-6);
-    // No spread: the plain improvement.
-    assert_eq!(ei(10.0, 7.0, 0.0), 3.0);
-    assert_eq!(ei(10.0, 12.0, 0.0), 0.0);
-    // A known value: z = 1, EI = 1 * Phi(1) + phi(1).
-    assert!((ei(1.0, 0.0, 1.0) - (0.841_344_75 + 0.241_970_72)).abs() < 1e-6);
-    // More spread, more hope; a better mean, more improvement.
-    assert!(ei(5.0, 6.0, 2.0) > ei(5.0, 6.0, 1.0));
-    assert!(ei(5.0, 4.0, 1.0) > ei(5.0, 6.0, 1.0));
 }
 
 #[test]

@@ -244,7 +244,7 @@ fn the_trust_region_loosens_only_where_the_loops_optima_measured_as_predicted() 
     let bind = |error: Option<OptimumError>| {
         let mut model = shipped.clone();
         model.meta.optimum_error = error;
-        LearnedCost::new(model, &problem, &original, Conservatism::FROZEN, 0.0, &device()).unwrap()
+        LearnedCost::new(model, &problem, &original, Conservatism::FROZEN).unwrap()
     };
     // No record, or fewer than three optima: the label spread, as ever.
     assert_eq!(bind(None).trust_unit(), spread);

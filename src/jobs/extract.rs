@@ -36,8 +36,6 @@ pub struct ExtractJob {
     /// How conservative a learned model's objective is (default
     /// [`Conservatism::FROZEN`]).
     pub conservatism: Conservatism,
-    /// Multiple of the node costs added to a learned model.
-    pub linear_weight: f64,
     /// With a model and `random`: samples judged.
     pub samples: usize,
     /// SmoothE's settings.
@@ -62,7 +60,6 @@ impl Default for ExtractJob {
             model: None,
             quadratic: None,
             conservatism: Conservatism::FROZEN,
-            linear_weight: 0.0,
             samples: 1000,
             smoothe: SmoothEConfig::default(),
             device: "cpu".into(),
@@ -161,7 +158,7 @@ impl ExtractJob {
         }
         .with_context(|| format!("{}", egraph.display()))?;
         let bind = |m: &Ensemble| {
-            LearnedCost::new(m.clone(), &problem, &graph, self.conservatism, self.linear_weight, &options.device)
+            LearnedCost::new(m.clone(), &problem, &graph, self.conservatism)
                 .with_context(|| format!("{}", self.model.as_deref().unwrap_or(Path::new("")).display()))
         };
         let learned = ensemble.as_ref().filter(|_| !timed).map(bind).transpose()?;
@@ -264,13 +261,14 @@ impl ExtractJob {
     ) -> Map<String, Value> {
         let mut extra = outcome.details.clone();
         extra.insert("seed".into(), json!(self.seed));
-        extra.extend(crate::memory::peak_resident_bytes().map(|b| ("peak_memory_bytes".to_string(), json!(b))));
         #[cfg(feature = "ilp")]
         if linear {
             linear_bound(problem, outcome.dag_cost, &mut extra);
         }
         #[cfg(not(feature = "ilp"))]
         let _ = (problem, linear);
+        // Last, so that the peak counts the bound's solve too.
+        extra.extend(crate::memory::peak_resident_bytes().map(|b| ("peak_memory_bytes".to_string(), json!(b))));
         extra
     }
 
@@ -372,10 +370,8 @@ pub(super) fn bind_model(
     problem: &preprocess::Reduced,
     graph: &crate::egraph::EGraph,
     conservatism: Conservatism,
-    linear_weight: f64,
     device: &candle_core::Device,
 ) -> Result<LearnedCost> {
     let ensemble = Ensemble::load(path, device)?;
-    LearnedCost::new(ensemble, problem, graph, conservatism, linear_weight, device)
-        .with_context(|| format!("{}", path.display()))
+    LearnedCost::new(ensemble, problem, graph, conservatism).with_context(|| format!("{}", path.display()))
 }

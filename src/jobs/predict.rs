@@ -39,7 +39,7 @@ impl PredictJob {
         let device = crate::device::parse(&self.device)?;
         let graph = load::load_file(egraph)?;
         let problem = preprocess::preprocess_for_oracle(&graph).with_context(|| format!("{}", egraph.display()))?;
-        let model = bind_model(&self.model, &problem, &graph, Conservatism::FROZEN, 0.0, &device)?;
+        let model = bind_model(&self.model, &problem, &graph, Conservatism::FROZEN, &device)?;
         let mut reduced = Vec::with_capacity(extractions.len());
         for path in extractions {
             // Preprocessing drops only nodes no valid extraction uses, so a

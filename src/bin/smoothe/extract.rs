@@ -30,9 +30,6 @@ pub struct ExtractArgs {
     /// ({"pairs": [[node_id, node_id, cost], ...]}).
     #[arg(long, conflicts_with = "model")]
     quadratic: Option<PathBuf>,
-    /// With --model: add this multiple of the linear (node-cost) objective.
-    #[arg(long, default_value_t = 0.0)]
-    linear_weight: f64,
     /// With --model: weight of the ensemble's standard deviation in the
     /// objective (mean + kappa * std).
     #[arg(long, default_value_t = Conservatism::FROZEN.kappa)]
@@ -95,7 +92,6 @@ pub fn run(a: ExtractArgs) -> Result<ExitCode> {
         model: a.model,
         quadratic: a.quadratic,
         conservatism: Conservatism { kappa: a.kappa, trust: a.trust, ..Conservatism::FROZEN },
-        linear_weight: a.linear_weight,
         samples: a.samples,
         smoothe,
         device: a.run.device.unwrap_or_else(|| "cpu".into()),

@@ -44,7 +44,7 @@ pub struct TrainCostArgs {
     features: Option<FeatureKind>,
     /// How screened candidates are ranked for labelling (default
     /// selection-gp: a Gaussian process over the labelled extractions'
-    /// choices; lcb, ei, mean: the ensemble; random: no model, an
+    /// choices; lcb: the ensemble; random: no model, an
     /// ablation).
     #[arg(long, value_parser = choice::<Acquisition>())]
     acquisition: Option<Acquisition>,

@@ -15,13 +15,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Acquisition {
-    /// Lowest `mean - beta * std` (plus the trust-region charge).
+    /// Lowest `mean - beta * std` of the ensemble (plus the trust-region
+    /// charge; `beta` 0 ranks by the mean).
     Lcb,
-    /// Highest expected improvement over the best real cost so far (less
-    /// the trust-region charge).
-    Ei,
-    /// Lowest predicted mean (plus the trust-region charge).
-    Mean,
     /// Lowest `mean - beta * std` of a Gaussian process over this design's
     /// labelled extractions with a Hamming kernel on their choices (see
     /// [`crate::learn::active::selection_gp`]), instead of the ensemble.
@@ -37,7 +33,7 @@ impl Acquisition {
         match self {
             Acquisition::Random => Box::new(RandomOrder),
             Acquisition::SelectionGp => Box::new(SelectionGpBound { beta }),
-            rule => Box::new(EnsembleRule { rule, beta }),
+            Acquisition::Lcb => Box::new(EnsembleBound { beta }),
         }
     }
 
@@ -54,8 +50,6 @@ pub struct RoundView<'a> {
     pub data: &'a [Labelled],
     /// The round's model as SmoothE's objective.
     pub cost: &'a LearnedCost,
-    /// The least real cost labelled before the round.
-    pub incumbent: f64,
 }
 
 /// Orders a round's screened candidates for labelling.
@@ -94,26 +88,18 @@ impl Rank for SelectionGpBound {
     }
 }
 
-/// A rule over the ensemble's verdicts, trust-region charge included.
-/// It reads predictions only, never a measured cost (the pool skips the
-/// labelled extractions).
-struct EnsembleRule {
-    rule: Acquisition,
+/// The ensemble's lower bound, trust-region charge included. It reads
+/// predictions only, never a measured cost (the pool skips the labelled
+/// extractions).
+struct EnsembleBound {
     beta: f64,
 }
 
-impl Rank for EnsembleRule {
+impl Rank for EnsembleBound {
     fn order(&self, candidates: &[Extraction], view: &RoundView, _: &mut StdRng) -> Result<Vec<usize>> {
         let cost = view.cost;
-        let rank: Vec<f64> = cost
-            .predict_unmeasured(candidates)?
-            .iter()
-            .map(|p| match self.rule {
-                Acquisition::Lcb => cost.lower_bound(p, self.beta),
-                Acquisition::Ei => cost.box_charge(p) - expected_improvement(view.incumbent, p.mean, p.std),
-                _ => cost.lower_bound(p, 0.0),
-            })
-            .collect();
+        let rank: Vec<f64> =
+            cost.predict_unmeasured(candidates)?.iter().map(|p| cost.lower_bound(p, self.beta)).collect();
         let mut order: Vec<usize> = (0..candidates.len()).collect();
         order.sort_by(|&a, &b| rank[a].total_cmp(&rank[b]));
         Ok(order)
@@ -121,28 +107,5 @@ impl Rank for EnsembleRule {
 }
 
 impl crate::config::Choice for Acquisition {
-    const NAMES: &'static [&'static str] = &["lcb", "ei", "mean", "selection-gp", "random"];
-}
-
-/// Expected improvement of a Gaussian `N(mean, std^2)` below `incumbent`.
-pub fn expected_improvement(incumbent: f64, mean: f64, std: f64) -> f64 {
-    if std <= 0.0 {
-        return (incumbent - mean).max(0.0);
-    }
-    let z = (incumbent - mean) / std;
-    let pdf = (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
-    let cdf = 0.5 * (1.0 + erf(z / std::f64::consts::SQRT_2));
-    (incumbent - mean) * cdf + std * pdf
-}
-
-/// The error function (Abramowitz and Stegun 7.1.26, error below 1.5e-7).
-fn erf(x: f64) -> f64 {
-    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
-    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-    let y = 1.0 - poly * (-x * x).exp();
-    if x < 0.0 {
-        -y
-    } else {
-        y
-    }
+    const NAMES: &'static [&'static str] = &["lcb", "selection-gp", "random"];
 }

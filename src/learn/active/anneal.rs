@@ -115,7 +115,7 @@ fn fit_screen(
         return Ok(None);
     }
     let ensemble = train_on_labels(featurizer, data, config, seed, device)?;
-    Ok(Some(LearnedCost::new(ensemble, problem, original, Conservatism::ACTIVE, 0.0, device)?))
+    Ok(Some(LearnedCost::new(ensemble, problem, original, Conservatism::ACTIVE)?))
 }
 
 /// Labels before the first screening model.

@@ -64,8 +64,6 @@ pub struct TrainCostConfig {
     pub features: FeatureKind,
     /// How conservative SmoothE's objective is in the loop.
     pub conservatism: Conservatism,
-    /// Weight of the linear cost added to the model as SmoothE's objective.
-    pub linear_weight: f64,
     /// Model training settings.
     pub train: TrainConfig,
 }
@@ -86,7 +84,6 @@ impl Default for TrainCostConfig {
             radius: 8,
             features: FeatureKind::Structure,
             conservatism: Conservatism::default(),
-            linear_weight: 0.0,
             train: TrainConfig::default(),
         }
     }

@@ -101,7 +101,7 @@ impl ActiveLoop<'_> {
         let g = &self.s.problem.graph;
         let candidates = screening_pool(g, parents, config.screen, radius, &self.seen, &mut self.rng);
         let mut candidates = novel.only_new(candidates)?;
-        let view = RoundView { data: &self.data, cost, incumbent: self.best_cost() };
+        let view = RoundView { data: &self.data, cost };
         let mut order = config.acquisition.ranker(config.beta).order(&candidates, &view, &mut self.rng)?;
         let picked = share.per_round.saturating_sub(picks.batch.len()).min(order.len());
         order[picked..].shuffle(&mut self.rng);

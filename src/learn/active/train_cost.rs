@@ -163,7 +163,7 @@ impl<'a> ActiveLoop<'a> {
                 );
             }
             // Refuses, naming them, operators the model has never seen.
-            LearnedCost::new(m.clone(), s.problem, s.original, s.config.conservatism, 0.0, s.device)?;
+            LearnedCost::new(m.clone(), s.problem, s.original, s.config.conservatism)?;
         }
         let oracle_id = s.labeler.oracle.identity();
         let fingerprint = s.original.fingerprint();
@@ -373,14 +373,7 @@ impl<'a> ActiveLoop<'a> {
         front: Option<&mut Front>,
     ) -> Result<(Option<OptimumCheck>, Vec<RoundPick>)> {
         let s = &self.s;
-        let cost = LearnedCost::new(
-            model.clone(),
-            s.problem,
-            s.original,
-            s.config.conservatism,
-            s.config.linear_weight,
-            s.device,
-        )?;
+        let cost = LearnedCost::new(model.clone(), s.problem, s.original, s.config.conservatism)?;
         let mut ranked: Vec<&Labelled> = self.data.iter().collect();
         ranked.sort_by(|a, b| a.cost.total_cmp(&b.cost));
         self.seen.extend(self.data.iter().map(|l| l.extraction.clone()));

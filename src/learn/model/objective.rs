@@ -17,7 +17,7 @@
 //! probabilities, so SmoothE, its decoding and its polishing all judge
 //! candidates by the same score.
 
-use crate::cost::{CostModel, LinearCost};
+use crate::cost::CostModel;
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
 use crate::learn::model::features::{FeatureKind, Featurizer};
@@ -29,7 +29,7 @@ use crate::learn::model::trust::{label_spread, trust_unit, Conservatism};
 use crate::learn::oracle::identity::choices_key;
 use crate::preprocess::Reduced;
 use anyhow::{bail, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -92,7 +92,6 @@ pub struct LearnedCost {
     featurizer: Featurizer,
     /// How conservative [`CostModel::expected`] and [`CostModel::cost_of`] are.
     pub conservatism: Conservatism,
-    linear: Option<(LinearCost, f64)>,
     low: Vec<f64>,
     high: Vec<f64>,
     width: Vec<f64>,
@@ -107,21 +106,13 @@ pub struct LearnedCost {
 }
 
 impl LearnedCost {
-    /// Binds `model` to `problem` (preprocessed from `original`), plus
-    /// `linear_weight` times the node-cost objective. A relative model is
+    /// Binds `model` to `problem` (preprocessed from `original`). A relative model is
     /// bound to the design's dag-greedy reference first (see
     /// [`crate::learn::model::reference`]). Refuses a graph with
     /// an operator the model has no feature for, naming it; an operator
     /// pair it has never seen counts as `pair:<unseen>`, which lies outside
     /// the training range and so is charged by the trust region.
-    pub fn new(
-        model: Ensemble,
-        problem: &Reduced,
-        original: &EGraph,
-        conservatism: Conservatism,
-        linear_weight: f64,
-        device: &Device,
-    ) -> Result<Self> {
+    pub fn new(model: Ensemble, problem: &Reduced, original: &EGraph, conservatism: Conservatism) -> Result<Self> {
         let kind = model.meta.features.kind;
         let names = model.meta.features.names.clone();
         let unknown: Vec<String> = Featurizer::unknown_features(kind, problem, original, &names)
@@ -155,9 +146,6 @@ impl LearnedCost {
             }
             None => None,
         };
-        let linear = (linear_weight != 0.0)
-            .then(|| LinearCost::new(&problem.graph, device).map(|l| (l, linear_weight)))
-            .transpose()?;
         let low = model.meta.feature_low.clone();
         let high = model.meta.feature_high.clone();
         let width = low.iter().zip(&high).map(|(l, h)| (h - l).max(1.0)).collect();
@@ -169,7 +157,6 @@ impl LearnedCost {
             model,
             featurizer,
             conservatism,
-            linear,
             low,
             high,
             width,
@@ -193,7 +180,7 @@ impl LearnedCost {
         &self.model
     }
 
-    /// The conservative score of a prediction (without the linear term).
+    /// The conservative score of a prediction.
     pub fn score(&self, p: &Prediction) -> f64 {
         self.score_charging(p, p.std)
     }
@@ -229,14 +216,13 @@ impl LearnedCost {
     /// loop. The loop bounds how far it moves by its candidate moves (the
     /// trust-region radius) and wants to label where the model is unsure,
     /// so the distance charge, which exists to keep a frozen model near its
-    /// data, stays out of it (measured: with it, the loop explored too
-    /// little and ended 1-4% higher on esyn/i7 and esyn/mul3).
+    /// data, stays out of it (with it, the loop explores too little).
     pub fn lower_bound(&self, p: &Prediction, beta: f64) -> f64 {
         p.mean - beta * p.std + self.box_charge(p)
     }
 
     /// The charge for leaving the box of the training features alone.
-    pub fn box_charge(&self, p: &Prediction) -> f64 {
+    fn box_charge(&self, p: &Prediction) -> f64 {
         self.conservatism.trust * self.trust_unit * p.outside
     }
 
@@ -276,18 +262,9 @@ impl LearnedCost {
         Ok(out)
     }
 
-    /// Conservative scores (plus the linear term) of extractions.
+    /// Conservative scores of extractions.
     pub fn scores(&self, extractions: &[Extraction]) -> Result<Vec<f64>> {
-        Ok(self.totals(&self.predict_unmeasured(extractions)?, extractions, |p| self.score(p)))
-    }
-
-    /// `of(prediction)` plus the linear term, per extraction.
-    fn totals(&self, preds: &[Prediction], extractions: &[Extraction], of: impl Fn(&Prediction) -> f64) -> Vec<f64> {
-        preds
-            .iter()
-            .zip(extractions)
-            .map(|(p, e)| of(p) + self.linear.as_ref().map_or(0.0, |(l, w)| w * l.cost_of(e)))
-            .collect()
+        Ok(self.predict_unmeasured(extractions)?.iter().map(|p| self.score(p)).collect())
     }
 
     fn outside(&self, row: &[f64]) -> (f64, usize) {
@@ -307,11 +284,7 @@ impl LearnedCost {
 impl CostModel for LearnedCost {
     fn name(&self) -> String {
         let c = self.conservatism;
-        let base = format!("ensemble mean + {} std + {} trust", c.kappa, c.trust);
-        match &self.linear {
-            Some((_, w)) => format!("{base} + {w} x linear"),
-            None => base,
-        }
+        format!("ensemble mean + {} std + {} trust", c.kappa, c.trust)
     }
     fn expected(&self, node_prob: &Tensor) -> candle_core::Result<Tensor> {
         let dev = node_prob.device();
@@ -329,10 +302,7 @@ impl CostModel for LearnedCost {
             let beyond = (p.distance - self.conservatism.free_distance)?.relu()?;
             y = (y + ((outside + beyond)? * (self.conservatism.trust * self.trust_unit))?)?;
         }
-        match &self.linear {
-            Some((l, w)) => y + (l.expected(node_prob)? * *w)?,
-            None => Ok(y),
-        }
+        Ok(y)
     }
     fn cost_of(&self, extraction: &Extraction) -> f64 {
         self.scores(std::slice::from_ref(extraction)).map_or(f64::INFINITY, |y| y[0])
@@ -344,7 +314,7 @@ impl CostModel for LearnedCost {
     /// that is not relative), the conservative scores, with expected
     /// errors in place of spreads (below). On a new design (a relative
     /// model whose reference cost is estimated), the mean plus `kappa`
-    /// standard deviations (plus the linear term), without the
+    /// standard deviations, without the
     /// trust-region charge. There every candidate but the reference
     /// lies far from the training rows, which are other designs' (the
     /// reference sits at the origin of the relative frame, where every
@@ -375,11 +345,14 @@ impl CostModel for LearnedCost {
             Ok(preds) => preds,
             Err(_) => return vec![f64::INFINITY; extractions.len()],
         };
-        self.totals(&preds, extractions, |p| match p.measured {
-            Some(cost) => cost,
-            None if trained => self.score_charging(p, p.error),
-            None => p.mean + self.conservatism.kappa * p.std,
-        })
+        preds
+            .iter()
+            .map(|p| match p.measured {
+                Some(cost) => cost,
+                None if trained => self.score_charging(p, p.error),
+                None => p.mean + self.conservatism.kappa * p.std,
+            })
+            .collect()
     }
     /// On a new design, the model's calibrated transfer margin (how far
     /// its predicted differences were off on training designs left out in
@@ -400,9 +373,8 @@ impl CostModel for LearnedCost {
     /// not the mean: the same record sets how far the optimiser may leave
     /// the training data ([`crate::learn::model::trust::trust_unit`]), so the optimum it vouches for
     /// pays the record's bound. Charging the mean share instead, with that
-    /// trust unit, extracted 5.4% more area on one of 12 runs with the
-    /// held-out cell library (esyn/i7: an optimum predicted 1629 that
-    /// measured 1746, over greedy's measured 1656). An optimum the
+    /// trust unit, lets an optimum the model overrates past a measured
+    /// extraction that is in fact cheaper. An optimum the
     /// oracle measured itself, or a model without that record (one not
     /// trained by the loop), pays nothing.
     fn optimum_charge(&self, optimum: &Extraction) -> f64 {
