@@ -47,20 +47,13 @@ pub struct CircuitNames {
 }
 
 impl CircuitNames {
-    /// The names recorded in the e-graph JSON `text` (`"inputs"` and
-    /// `"outputs"`), if it has both.
-    pub fn of_json(text: &str) -> Result<Option<CircuitNames>> {
-        #[derive(serde::Deserialize)]
-        struct Recorded {
-            inputs: Option<Vec<String>>,
-            outputs: Option<Vec<String>>,
-        }
-        let recorded: Recorded =
-            serde_json::from_str(text).map_err(|e| anyhow::anyhow!("invalid e-graph JSON: {e}"))?;
-        Ok(match (recorded.inputs, recorded.outputs) {
-            (Some(inputs), Some(outputs)) => Some(CircuitNames { inputs, outputs }),
+    /// The names an e-graph file records (`"inputs"` and `"outputs"`), if
+    /// it has both.
+    pub fn of_record(recorded: &crate::load::Recorded) -> Option<CircuitNames> {
+        match (&recorded.inputs, &recorded.outputs) {
+            (Some(inputs), Some(outputs)) => Some(CircuitNames { inputs: inputs.clone(), outputs: outputs.clone() }),
             _ => None,
-        })
+        }
     }
 }
 

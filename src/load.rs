@@ -93,24 +93,42 @@ struct RawGraph {
     nodes: OrderedNodes,
     #[serde(default)]
     root_eclasses: Option<Vec<RawId>>,
+    #[serde(default)]
+    inputs: Option<Vec<String>>,
+    #[serde(default)]
+    outputs: Option<Vec<String>>,
+    #[serde(default)]
+    circuit_choices: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// What an e-graph file made by `smoothe saturate` records beside the
+/// graph; every field is `None` in other files.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recorded {
+    /// The circuit's primary input names, in order (`"inputs"`).
+    pub inputs: Option<Vec<String>>,
+    /// The circuit's primary output names, in order (`"outputs"`).
+    pub outputs: Option<Vec<String>>,
+    /// The input circuit as an extraction, class id to node id
+    /// (`"circuit_choices"`, see [`crate::saturate::recorded_circuit`]).
+    pub circuit_choices: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Reads and indexes the e-graph in `path` (egraph-serialize JSON,
 /// gzip-compressed when the name ends in `.gz`); errors name the file, and
 /// warnings (such as inferred roots) go to the `log` facade, naming it.
 pub fn load_file(path: &Path) -> Result<EGraph> {
-    parse_file_text(path, &read_text(path)?)
+    load_file_recorded(path).map(|(graph, _)| graph)
 }
 
-/// Parses `text`, the content of the e-graph file at `path` (for a caller
-/// that reads more than the graph from it); errors and warnings name the
-/// file, as [`load_file`]'s do.
-pub fn parse_file_text(path: &Path, text: &str) -> Result<EGraph> {
-    let (graph, warnings) = parse_with_warnings(text).with_context(|| format!("{}", path.display()))?;
+/// [`load_file`], and what the file records beside the graph, from one
+/// parse of its text.
+pub fn load_file_recorded(path: &Path) -> Result<(EGraph, Recorded)> {
+    let (graph, warnings, recorded) = parse(&read_text(path)?).with_context(|| format!("{}", path.display()))?;
     for w in warnings {
         log::warn!("{}: {w}", path.display());
     }
-    Ok(graph)
+    Ok((graph, recorded))
 }
 
 /// The text of `path`, decompressed when its name ends in `.gz` (gzip).
@@ -141,10 +159,24 @@ pub fn parse_str(text: &str) -> Result<EGraph> {
     Ok(graph)
 }
 
+/// [`parse_str`], and what the text records beside the graph.
+pub fn parse_str_recorded(text: &str) -> Result<(EGraph, Recorded)> {
+    let (graph, warnings, recorded) = parse(text)?;
+    for w in warnings {
+        log::warn!("{w}");
+    }
+    Ok((graph, recorded))
+}
+
 /// Parses egraph-serialize JSON text, returning the warnings instead of
 /// printing them.
 pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
+    parse(text).map(|(graph, warnings, _)| (graph, warnings))
+}
+
+fn parse(text: &str) -> Result<(EGraph, Vec<String>, Recorded)> {
     let raw: RawGraph = serde_json::from_str(text).context("invalid e-graph JSON")?;
+    let recorded = Recorded { inputs: raw.inputs, outputs: raw.outputs, circuit_choices: raw.circuit_choices };
     let mut warnings = Vec::new();
     if raw.nodes.0.is_empty() {
         bail!("the e-graph has no nodes");
@@ -231,5 +263,5 @@ pub fn parse_with_warnings(text: &str) -> Result<(EGraph, Vec<String>)> {
             roots
         }
     };
-    Ok((EGraph::new(class_names, specs, roots)?, warnings))
+    Ok((EGraph::new(class_names, specs, roots)?, warnings, recorded))
 }

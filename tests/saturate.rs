@@ -181,11 +181,16 @@ fn every_extraction_of_the_saturated_graph_computes_the_circuit() {
     }
 }
 
+/// What the e-graph JSON `json` records beside its graph.
+fn record(json: &serde_json::Value) -> smoothe::load::Recorded {
+    smoothe::load::parse_str_recorded(&json.to_string()).unwrap().1
+}
+
 #[test]
 fn the_saturated_graph_records_the_input_circuit_as_an_extraction() {
     let circuit = parse(ADDER).unwrap();
     let (g, json) = saturated(&circuit, 3000);
-    let recorded = smoothe::saturate::recorded_circuit(&g, &json.to_string()).unwrap().expect("a recorded circuit");
+    let recorded = smoothe::saturate::recorded_circuit(&g, &record(&json)).unwrap().expect("a recorded circuit");
     recorded.check(&g).unwrap();
     for v in every_vector(3) {
         assert_eq!(evaluate(&g, &recorded, &circuit.inputs, &v), circuit.evaluate(&v).unwrap());
@@ -194,17 +199,17 @@ fn the_saturated_graph_records_the_input_circuit_as_an_extraction() {
     // three inputs (1 each), two ANDs (2 each) and an OR (4).
     let small = parse(".inputs a b c\n.outputs q\n.names a b c q\n11- 1\n1-1 1\n.end\n").unwrap();
     let (g, json) = saturated(&small, 200_000);
-    let recorded = smoothe::saturate::recorded_circuit(&g, &json.to_string()).unwrap().unwrap();
+    let recorded = smoothe::saturate::recorded_circuit(&g, &record(&json)).unwrap().unwrap();
     assert_eq!(recorded.dag_cost(&g).unwrap(), 11.0);
     // An e-graph that records none, and a record naming a node it lacks.
     let mut plain = json.clone();
     plain.as_object_mut().unwrap().remove(smoothe::saturate::CIRCUIT_CHOICES);
-    assert!(smoothe::saturate::recorded_circuit(&g, &plain.to_string()).unwrap().is_none());
+    assert!(smoothe::saturate::recorded_circuit(&g, &record(&plain)).unwrap().is_none());
     let mut broken = json;
     let choices = broken[smoothe::saturate::CIRCUIT_CHOICES].as_object_mut().unwrap();
     let class = choices.keys().next().unwrap().clone();
     choices.insert(class, serde_json::json!("no-such-node"));
-    let err = smoothe::saturate::recorded_circuit(&g, &broken.to_string()).unwrap_err();
+    let err = smoothe::saturate::recorded_circuit(&g, &record(&broken)).unwrap_err();
     assert!(format!("{err:#}").contains("no-such-node"), "{err:#}");
 }
 
@@ -247,9 +252,8 @@ fn train_cost_on_a_saturated_circuit_labels_the_circuit_itself() {
     assert_eq!(code, 0, "{err}");
     // The oracle was asked about the circuit as given, and the loop
     // reports that cost and a best no worse.
-    let text = std::fs::read_to_string(path("adder.json")).unwrap();
-    let g = smoothe::load::parse_str(&text).unwrap();
-    let circuit = smoothe::saturate::recorded_circuit(&g, &text).unwrap().unwrap();
+    let (g, recorded) = smoothe::load::load_file_recorded(std::path::Path::new(&graph)).unwrap();
+    let circuit = smoothe::saturate::recorded_circuit(&g, &recorded).unwrap().unwrap();
     // Compared as the loop sees extractions: on the reduced graph, where
     // interchangeable twin nodes are one.
     let problem = smoothe::preprocess::preprocess_for_oracle(&g).unwrap();

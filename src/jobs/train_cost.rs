@@ -172,9 +172,8 @@ impl TrainCostJob {
         let mut graphs = Vec::with_capacity(self.egraphs.len());
         let mut circuits = Vec::with_capacity(self.egraphs.len());
         for p in &self.egraphs {
-            let text = load::read_text(p)?;
-            let graph = load::parse_file_text(p, &text)?;
-            circuits.push(recorded_circuit(&graph, &text).with_context(|| format!("{}", p.display()))?);
+            let (graph, recorded) = load::load_file_recorded(p)?;
+            circuits.push(recorded_circuit(&graph, &recorded).with_context(|| format!("{}", p.display()))?);
             graphs.push(graph);
         }
         Ok((graphs, circuits))

@@ -224,22 +224,17 @@ fn node_id(class: Id, position: usize) -> String {
     format!("{class}.{position}")
 }
 
-/// The input circuit recorded in a saturated e-graph's JSON `text` (see
+/// The input circuit a saturated e-graph file records (see
 /// [`CIRCUIT_CHOICES`]), as an extraction of `g` (the graph loaded from the
-/// same text); `None` for an e-graph that records none. Errors when the
+/// same file); `None` for an e-graph that records none. Errors when the
 /// record names a class or node `g` lacks, or does not spell a valid
 /// extraction.
 pub fn recorded_circuit(
     g: &crate::egraph::EGraph,
-    text: &str,
+    recorded: &crate::load::Recorded,
 ) -> Result<Option<crate::extraction::OriginalExtraction>> {
-    #[derive(serde::Deserialize)]
-    struct Recorded {
-        circuit_choices: Option<Map<String, Value>>,
-    }
-    let recorded: Recorded = serde_json::from_str(text).map_err(|e| anyhow::anyhow!("invalid e-graph JSON: {e}"))?;
-    let Some(choices) = recorded.circuit_choices else { return Ok(None) };
-    let extraction = crate::extraction::OriginalExtraction::from_json(g, &Value::Object(choices))
+    let Some(choices) = &recorded.circuit_choices else { return Ok(None) };
+    let extraction = crate::extraction::OriginalExtraction::from_json(g, &Value::Object(choices.clone()))
         .map_err(|e| anyhow::anyhow!("{CIRCUIT_CHOICES}: {e}"))?;
     if let Err(defect) = extraction.check(g) {
         bail!("{CIRCUIT_CHOICES} is not a valid extraction: {defect}");

@@ -66,9 +66,8 @@ pub fn info(a: InfoArgs) -> Result<ExitCode> {
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
     // Read once: the graph and, for an e-graph made by `saturate`, its
     // circuit's input and output names.
-    let json = load::read_text(&a.egraph)?;
-    let graph = load::parse_file_text(&a.egraph, &json)?;
-    let names = smoothe::export::CircuitNames::of_json(&json).with_context(|| format!("{}", a.egraph.display()))?;
+    let (graph, recorded) = load::load_file_recorded(&a.egraph)?;
+    let names = smoothe::export::CircuitNames::of_record(&recorded);
     let ex = OriginalExtraction::load_valid_file(&graph, &a.extraction)?;
     debug_assert_eq!(a.format, "blif");
     let stem = a.egraph.file_stem().and_then(|s| s.to_str()).unwrap_or("design");
