@@ -50,11 +50,21 @@ VERDICTS = """
 | polish (the last 100 calls to `search --screen 32`) | above: t 0.2 | never adopted by the loop |
 | trust-region charges on the frozen model | `frozen_trust.md` (trust 1 against 0, one seed): area within the spread (1.36% against 1.08% below the better greedy), but the frozen answer is a measured extraction on 6 of 7 against 3, and the prediction error at the answer 0.69% against 5.79% (worst 2.62% against 23.68%) | stays: without it the frozen model reports predictions eight times further off |
 | residual term (a Gaussian process on the ensemble's residuals) | its ablation rerun (three seeds) ended 0.22% below the best model-free method, within the spread; held-out Spearman rose from 0.43-0.83 to 0.61-0.91; no paired loop outcome with and without it is on record | to measure: needs a with/without rerun |
-| guided-search picks (6 a round) | the ablation rerun with them: 0.26% below the best model-free method on average against 0.04% without (three seeds), within the spread | to measure at the current loop (`search_picks = 0`) |
+| guided-search picks (6 a round) | the ablation rerun with them: 0.26% below the best model-free method on average against 0.04% without (three seeds), within the spread | to measure at the current loop: the table's row once `loop_nosearch.csv` exists (the command is in the row) |
 | the loop exploring the area-delay front | `tradeoff-front.md` against `tradeoff-loop.md`: the optimiser's answers met 6 against 4 of 20 targets (one seed) | stays while the measured-front answers (next row) draw on its labels; to measure with them |
 | answers to constrained queries from the measured front | `tradeoff-archive.md`: 28 of 28 targets met against 6 of 28 by the optimiser | stays |
 | a guard on the learned delay | `tradeoff-guard.md`: 4 of 20 met against 6 of 20 without | removed |
 """
+
+
+# Pairs across two files, joined on (circuit, seed): (mechanism, file with
+# it, its column, file without it, its column, what the pair compares). A
+# pair whose files are not there yet is left out of the table.
+JOINED = [
+    ("guided-search picks (6 a round)", "frozen_start.csv", "best_label", "loop_nosearch.csv", "best",
+     "the loop at its defaults against `search_picks = 0` (`NAME=loop_nosearch ROUNDS=8 PER_ROUND=25 "
+     "EXPLORE=5 SEARCH=0 SEEDS=\"0 1 2\" round_size.py`)"),
+]
 
 
 def paired(path, a, b):
@@ -62,6 +72,13 @@ def paired(path, a, b):
     mechanism) measured less."""
     rows = list(csv.DictReader(open(HERE / path)))
     return [(float(r[b]) - float(r[a])) / float(r[b]) * 100 for r in rows if r.get(a) and r.get(b)]
+
+
+def joined(path_a, a, path_b, b):
+    """`paired` across two files, runs matched by circuit and seed."""
+    with_it = {(r["circuit"], r["seed"]): r[a] for r in csv.DictReader(open(HERE / path_a)) if r.get(a)}
+    return [(float(r[b]) - float(with_it[k])) / float(r[b]) * 100 for r in csv.DictReader(open(HERE / path_b))
+            if r.get(b) and (k := (r["circuit"], r["seed"])) in with_it]
 
 
 def stats(d):
@@ -74,8 +91,11 @@ def stats(d):
 
 def main():
     out = []
-    for mech, path, a, b, what in PAIRS:
-        n, m, se, t, lower, higher = stats(paired(path, a, b))
+    pairs = [(mech, path, what, paired(path, a, b)) for mech, path, a, b, what in PAIRS]
+    pairs += [(mech, f"{pa}, {pb}", what, joined(pa, a, pb, b)) for mech, pa, a, pb, b, what in JOINED
+              if (HERE / pa).exists() and (HERE / pb).exists()]
+    for mech, path, what, d in pairs:
+        n, m, se, t, lower, higher = stats(d)
         out.append(dict(mechanism=mech, source=path, compares=what, runs=n, mean_gain_pct=round(m, 3),
                         standard_error_pct=round(se, 3), t=round(t, 2), lower=lower, higher=higher,
                         beyond_spread=int(t >= 2)))

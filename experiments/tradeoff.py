@@ -221,9 +221,13 @@ def summary(targets, what):
     """The two summary lines of one arm's answers to the targets."""
     if not targets:
         return []
+    seeds = sorted({r["seed"] for r in targets})
+    by_seed = "" if len(seeds) < 2 else "; by seed: " + ", ".join(
+        f"{s}: {sum(r['met'] for r in targets if r['seed'] == s)} of {sum(r['seed'] == s for r in targets)} "
+        f"met, {100 * mean([r['gain'] for r in targets if r['seed'] == s]):.2f}%" for s in seeds)
     return [f"- {what}: targets met (delay <= T and {M} <= the least baseline {M} meeting T) "
             f"{sum(r['met'] for r in targets)} of {len(targets)}; mean gain over the reference {M}, an unmet "
-            f"target counting 0: {100 * mean([r['gain'] for r in targets]):.2f}%"]
+            f"target counting 0: {100 * mean([r['gain'] for r in targets]):.2f}%{by_seed}"]
 
 
 def report(rows):
