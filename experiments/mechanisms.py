@@ -15,21 +15,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# (mechanism, file, with column, without column, what the pair compares)
+# (mechanism, result file stem, with column, without column, what the pair
+# compares): each is read from STEM.csv (the shipped cell library) and, where
+# that ablation was also run with the held-out library, from STEM-lib2.csv.
 PAIRS = [
-    ("model ranks the screened pool (selection-gp)", "selection_gp.csv", "gp", "random",
+    ("model ranks the screened pool (selection-gp)", "selection_gp", "gp", "random",
      "the loop against random picks from the same screened pool"),
-    ("model ranks the screened pool (selection-gp)", "selection_gp-lib2.csv", "gp", "random",
-     "the same, held-out cell library"),
-    ("selection-gp instead of the ensemble's lcb", "selection_gp.csv", "gp", "loop",
+    ("selection-gp instead of the ensemble's lcb", "selection_gp", "gp", "loop",
      "the loop ranking by a GP over choices against ranking by the ensemble"),
-    ("selection-gp instead of the ensemble's lcb", "selection_gp-lib2.csv", "gp", "loop",
-     "the same, held-out cell library"),
-    ("novelty filter (one label per feature row)", "novelty.csv", "loop", "loop_before",
+    ("novelty filter (one label per feature row)", "novelty", "loop", "loop_before",
      "the loop against itself before the filter"),
-    ("novelty filter (one label per feature row)", "novelty-lib2.csv", "loop", "loop_before",
-     "the same, held-out cell library"),
-    ("polish: screened search for the last 100 calls", "polish.csv", "polished", "loop",
+    ("polish: screened search for the last 100 calls", "polish", "polished", "loop",
      "200 loop calls + 100 of `search --screen 32` against 300 loop calls"),
 ]
 
@@ -91,7 +87,9 @@ def stats(d):
 
 def main():
     out = []
-    pairs = [(mech, path, what, paired(path, a, b)) for mech, path, a, b, what in PAIRS]
+    pairs = [(mech, path, what if path == f"{stem}.csv" else "the same, held-out cell library", paired(path, a, b))
+             for mech, stem, a, b, what in PAIRS for path in (f"{stem}.csv", f"{stem}-lib2.csv")
+             if (HERE / path).exists()]
     pairs += [(mech, f"{pa}, {pb}", what, joined(pa, a, pb, b)) for mech, pa, a, pb, b, what in JOINED
               if (HERE / pa).exists() and (HERE / pb).exists()]
     for mech, path, what, d in pairs:

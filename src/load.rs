@@ -152,11 +152,7 @@ pub fn read_text(path: &Path) -> Result<String> {
 /// Parses egraph-serialize JSON text. Warnings (such as inferred roots) go
 /// to the `log` facade.
 pub fn parse_str(text: &str) -> Result<EGraph> {
-    let (graph, warnings) = parse_with_warnings(text)?;
-    for w in warnings {
-        log::warn!("{w}");
-    }
-    Ok(graph)
+    parse_str_recorded(text).map(|(graph, _)| graph)
 }
 
 /// [`parse_str`], and what the text records beside the graph.
