@@ -99,9 +99,19 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def read_label(line):
+    """One line of a label log as a dict, its `cost` filled in from its
+    `metrics` where the log keeps it there (today's logs): the `cost` of an
+    oracle printing one number, or METRIC."""
+    label = json.loads(line)
+    metrics = label.get("metrics") or {}
+    label.setdefault("cost", metrics.get("cost", metrics.get(METRIC)))
+    return label
+
+
 def label_costs(log):
     """The real costs of a label log, in its order (None for a failed call; [] if there is no log)."""
-    return [json.loads(line).get("cost") for line in open(log)] if log.exists() else []
+    return [read_label(line)["cost"] for line in open(log)] if log.exists() else []
 
 
 def curve(log):

@@ -30,7 +30,7 @@ import os
 import sys
 from statistics import median
 
-from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, curve, fmt, mean, num, oracle_label, pct, predict,
+from abc_common import (read_label, BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, curve, fmt, mean, num, oracle_label, pct, predict,
                         run, run_all, spearman, write_rows)
 
 LONG = int(os.environ.get("LONG", "3000"))
@@ -121,7 +121,7 @@ def forecast(circuit, d, seed, log):
     and predicted cost over the ones in the chain's last third, and the
     model's own test-split Spearman (over the first FIT labels)."""
     graph = SHARED / f"{circuit}.json"
-    labels = [json.loads(line) for line in open(log)]
+    labels = [read_label(line) for line in open(log)]
     fit = d / f"fit{FIT}.{seed}.labels.jsonl"
     model = d / f"fit{FIT}.{seed}.safetensors"
     if not model.exists():

@@ -30,7 +30,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from abc_common import spearman
+from abc_common import read_label, spearman
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "datasets"
@@ -137,7 +137,7 @@ def labels_of(circuit):
     by_key = {}
     for log in sorted((OUT / circuit.replace("/", "_")).glob("*/*.labels.jsonl")):
         for line in open(log):
-            r = json.loads(line)
+            r = read_label(line)
             if r.get("cost") is not None and r.get("choices"):
                 by_key[r["extraction"]] = r
     return list(by_key.values())

@@ -29,7 +29,7 @@ import sys
 
 import numpy as np
 
-from abc_common import (BIN, HERE, ORACLE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_rows, run,
+from abc_common import (read_label, BIN, HERE, ORACLE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_rows, run,
                         spearman)
 from selection_models import gp, in_test_split, labels
 
@@ -62,7 +62,7 @@ def one(task):
     graph_path = SHARED / f"{circuit}.json"
     graph = json.load(open(graph_path))
     keys, y, x, _, _ = labels(graph, d)
-    lines = [line for line in open(d / "loop.labels.jsonl") if json.loads(line).get("cost") is not None]
+    lines = [line for line in open(d / "loop.labels.jsonl") if read_label(line).get("cost") is not None]
     assert len(lines) == len(y)
     test = np.array([in_test_split(k) for k in keys])
     test[:3] = False  # the loop labels its three starts first and keeps them out of the test split

@@ -33,7 +33,7 @@ import os
 import sys
 from collections import Counter
 
-from abc_common import (BIN, HERE, SHARED, below, cell, fmt, mean, oracle, oracle_label, pct, run, run_all,
+from abc_common import (read_label, BIN, HERE, SHARED, below, cell, fmt, mean, oracle, oracle_label, pct, run, run_all,
                         spearman, write_rows)
 
 NAME = os.environ.get("NAME", "transfer")
@@ -115,7 +115,7 @@ def labelled(graphs):
     """The run's corpus labels by circuit: [(choices, cost)], failed calls left out."""
     by_fp = {}
     for line in open(OUT / "labels.jsonl"):
-        x = json.loads(line)
+        x = read_label(line)
         if x.get("cost") is not None:
             by_fp.setdefault(x["egraph"], []).append((x["choices"], x["cost"]))
     out = {}
@@ -166,7 +166,7 @@ def one_within(task):
     c, seed = row["circuit"], row["seed"]
     d = WITHIN_OUT / c.replace("/", "_") / str(seed)
     graph = json.load(open(SHARED / f"{c}.json"))
-    labels = [json.loads(line) for line in open(d / "gp.labels.jsonl")]
+    labels = [read_label(line) for line in open(d / "gp.labels.jsonl")]
     own = [(counts(graph["nodes"], x["choices"], ops), x["cost"]) for x in labels if x.get("cost") is not None]
     price = dict(zip(ops, fit([own], ops)))
     out = dict(circuit=c, seed=seed, better_greedy=row["better_greedy"], linear_smoothe=row["linear_smoothe"],

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from abc_common import (BIN, HERE, ROOT, SHARED, below, fmt, in_test_split, mean, oracle, oracle_label, pct, predict,
+from abc_common import (read_label, BIN, HERE, ROOT, SHARED, below, fmt, in_test_split, mean, oracle, oracle_label, pct, predict,
                         read_rows, run, spearman, main_over_loops)
 
 NAME = os.environ.get("NAME", "selection_models")
@@ -76,7 +76,7 @@ def labels(graph, d):
     """(keys, areas, one-hot matrix, node ids, choice maps) of a loop's labels, failed calls left out."""
     keys, areas, chosen, maps = [], [], [], []
     for line in open(d / "loop.labels.jsonl"):
-        label = json.loads(line)
+        label = read_label(line)
         if label.get("cost") is not None:
             keys.append(label["extraction"])
             areas.append(label["cost"])

@@ -37,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, cell, fmt, oracle, oracle_label, pct, predict, run,
+from abc_common import (read_label, BIN, HERE, METRIC, ORACLE, ROOT, SHARED, cell, fmt, oracle, oracle_label, pct, predict, run,
                         spearman)
 
 BUDGET = int(os.environ.get("BUDGET", "100"))
@@ -144,7 +144,7 @@ def held_out_spearman(c, d):
     if len(left_out) != 1:
         return None
     fingerprint = left_out.pop()
-    labels = [json.loads(line) for line in open(OUT / "labels.jsonl")]
+    labels = [read_label(line) for line in open(OUT / "labels.jsonl")]
     labels = [x for x in labels if x["egraph"] == fingerprint and x.get("cost") is not None]
     files = []
     (d / "held_out").mkdir(exist_ok=True)
