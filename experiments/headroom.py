@@ -30,8 +30,8 @@ import os
 import sys
 from statistics import median
 
-from abc_common import (read_label, BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, curve, fmt, mean, num, oracle_label, pct, predict,
-                        run, run_all, spearman, write_rows)
+from abc_common import (BIN, CIRCUITS, HERE, ORACLE, ROOT, SHARED, curve, fmt, mean, num, oracle_label, pct, predict,
+                        read_label, run, run_all, spearman, write_rows)
 
 LONG = int(os.environ.get("LONG", "3000"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]

@@ -29,8 +29,8 @@ import sys
 
 import numpy as np
 
-from abc_common import (read_label, BIN, HERE, ORACLE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_rows, run,
-                        spearman)
+from abc_common import (BIN, HERE, ORACLE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_label, read_rows,
+                        run, spearman)
 from selection_models import gp, in_test_split, labels
 
 NAME = os.environ.get("NAME", "learning_curve")

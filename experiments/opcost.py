@@ -33,7 +33,7 @@ import os
 import sys
 from collections import Counter
 
-from abc_common import (read_label, BIN, HERE, SHARED, below, cell, fmt, mean, oracle, oracle_label, pct, run, run_all,
+from abc_common import (BIN, HERE, SHARED, below, cell, fmt, mean, oracle, oracle_label, pct, read_label, run, run_all,
                         spearman, write_rows)
 
 NAME = os.environ.get("NAME", "transfer")

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from abc_common import (read_label, BIN, HERE, ROOT, SHARED, below, fmt, in_test_split, mean, oracle, oracle_label, pct, predict,
-                        read_rows, run, spearman, main_over_loops)
+from abc_common import (BIN, HERE, ROOT, SHARED, below, fmt, in_test_split, main_over_loops, mean, oracle, oracle_label,
+                        pct, predict, read_label, read_rows, run, spearman)
 
 NAME = os.environ.get("NAME", "selection_models")
 RUNS = ROOT / "experiments" / "out" / os.environ.get("RUNS", "frozen_decoupled")

@@ -37,8 +37,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from abc_common import (read_label, BIN, HERE, METRIC, ORACLE, ROOT, SHARED, cell, fmt, oracle, oracle_label, pct, predict, run,
-                        spearman)
+from abc_common import (BIN, HERE, METRIC, ORACLE, ROOT, SHARED, cell, fmt, oracle, oracle_label, pct, predict,
+                        read_label, run, spearman)
 
 BUDGET = int(os.environ.get("BUDGET", "100"))
 FT = int(os.environ.get("FT", "30"))
