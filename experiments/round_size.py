@@ -16,6 +16,8 @@ Writes experiments/NAME.csv and NAME.md.
   SEEDS="0 1 2" NAME=round_size-large ROUNDS=4 PER_ROUND=50 EXPLORE=10 SEARCH=12 python3 experiments/round_size.py
   SEEDS="0" NAME=loop_beta3 ROUNDS=8 PER_ROUND=25 EXPLORE=5 SEARCH=6 SETTINGS="beta = 3" \
       python3 experiments/round_size.py
+  SEEDS="0 1 2" NAME=loop_nonovelty ROUNDS=8 PER_ROUND=25 EXPLORE=5 SEARCH=6 VARIANT="without the novelty filter" \
+      python3 experiments/round_size.py
   python3 experiments/round_size.py --report    # redraw the table only
 
 SETTINGS adds lines to the loop's `[train-cost]` table (another setting
@@ -37,6 +39,10 @@ PER_ROUND = int(os.environ.get("PER_ROUND", "12"))
 EXPLORE = int(os.environ.get("EXPLORE", "3"))
 SEARCH = int(os.environ.get("SEARCH", "3"))
 SETTINGS = os.environ.get("SETTINGS", "").strip()
+# What else differs from the loop of DEFAULT, in words, where it is the code
+# rather than a setting (VARIANT="without the novelty filter", run with that
+# build as SMOOTHE_BIN).
+VARIANT = os.environ.get("VARIANT", "").strip()
 BASELINE = HERE / os.environ.get("BASELINE", "ablation-start.csv")
 DEFAULT = HERE / os.environ.get("DEFAULT", "frozen_start.csv")
 PAR = int(os.environ.get("PAR", "2"))
@@ -74,13 +80,16 @@ def report():
     free = {(r["circuit"], r["seed"]): min(r[m] for m in MODEL_FREE) for r in read_rows(BASELINE)}
     r0 = rows[0]
     settings = r0.get("settings") or ""
-    variant = f"The loop with `{settings}` ends" if settings else f"{r0['rounds']} rounds end"
-    title = f"`{settings}` in" if settings else f"{r0['rounds']} rounds of {r0['per_round']} + {r0['explore']} against"
-    lines = [f"# {title} 8 rounds of 25 + 5" + (", the loop's defaults" if settings else ""), "",
+    variant = f"The loop {VARIANT} ends" if VARIANT else \
+        f"The loop with `{settings}` ends" if settings else f"{r0['rounds']} rounds end"
+    title = f"The loop {VARIANT} against" if VARIANT else f"`{settings}` in" if settings else \
+        f"{r0['rounds']} rounds of {r0['per_round']} + {r0['explore']} against"
+    lines = [f"# {title} 8 rounds of 25 + 5" + (", the loop's defaults" if settings or VARIANT else ""), "",
              f"Made by `experiments/round_size.py`: oracle {oracle_label()}; `train-cost` with 300 calls in"
              f" {r0['rounds']} rounds of {r0['per_round']} picks ({r0['search']} of them from the guided search) and"
              f" {r0['explore']} random ones from the same pool"
              + (f", and `{settings}` in its `[train-cost]` table" if settings else "")
+             + (f", {VARIANT} (`{DEFAULT.name}` ran the code before)" if VARIANT else "")
              + ", one thread and one oracle call at a time. `default`:"
              " the best label of the loop at its defaults (8 rounds of 25 + 5, 6 search picks), same seed, from"
              f" `{DEFAULT.name}`; `best model-free`: the least of `sampler`, `random` and `anneal`, same seed, from"

@@ -32,11 +32,9 @@ pub struct TrainCostConfig {
     /// own optimum (SmoothE against the conservative objective, from the
     /// best labelled extraction), up to a quarter more of SmoothE's best
     /// distinct decodes, `search_picks` from the model-guided search, and
-    /// the rest by the acquisition rule from the screened candidates. A
-    /// round labels one extraction per feature row: a candidate whose
-    /// features equal a labelled extraction's or another pick's is skipped.
-    /// A round with fewer calls left than `per_round + explore` keeps the
-    /// same proportions.
+    /// the rest by the acquisition rule from the screened candidates, none
+    /// of them labelled before. A round with fewer calls left than
+    /// `per_round + explore` keeps the same proportions.
     pub per_round: usize,
     /// Extractions labelled per round from a model-guided evolutionary
     /// search ([`crate::extract::guided_search`]) started at the best labelled ones: the

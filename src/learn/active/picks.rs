@@ -7,7 +7,7 @@ use crate::extract::moves::screening_pool;
 use crate::extract::{guided_search, GuidedSearch, SmoothE};
 use crate::extraction::Extraction;
 use crate::learn::active::acquisition::RoundView;
-use crate::learn::active::round::{ModelRound, Novelty, PickSource, Picks, RoundShare};
+use crate::learn::active::round::{ModelRound, PickSource, Picks, RoundShare};
 use crate::learn::active::train_cost::ActiveLoop;
 use crate::learn::model::objective::LearnedCost;
 use crate::progress::quiet;
@@ -24,7 +24,6 @@ impl ActiveLoop<'_> {
         cost: &LearnedCost,
         parents: &[Extraction],
         model_round: ModelRound,
-        novel: &mut Novelty,
         picks: &mut Picks,
     ) -> Result<()> {
         let ModelRound { round, bar, share, front } = model_round;
@@ -58,12 +57,11 @@ impl ActiveLoop<'_> {
         let predicted = cost.predict(std::slice::from_ref(&best))?[0];
         picks.optimum = Some((best.clone(), predicted));
         if below_bar(predicted.mean) && self.seen.insert(best.clone()) {
-            novel.admit(&best)?;
             picks.push(best, PickSource::Optimum);
         }
         for (e, _) in pool {
             let e = e.restricted_to_reachable(g)?;
-            if picks.batch.len() < share.per_round / 4 && clears(&e)? && novel.take(&mut self.seen, &e)? {
+            if picks.batch.len() < share.per_round / 4 && clears(&e)? && self.seen.insert(e.clone()) {
                 picks.push(e, PickSource::Decode);
             }
         }
@@ -76,7 +74,7 @@ impl ActiveLoop<'_> {
             let mut picked = 0;
             for (e, _) in survivors {
                 let e = e.restricted_to_reachable(g)?;
-                if picked < share.search_picks && clears(&e)? && novel.take(&mut self.seen, &e)? {
+                if picked < share.search_picks && clears(&e)? && self.seen.insert(e.clone()) {
                     picks.push(e, PickSource::Search);
                     picked += 1;
                 }
@@ -94,13 +92,11 @@ impl ActiveLoop<'_> {
         parents: &[Extraction],
         radius: usize,
         share: &RoundShare,
-        novel: &mut Novelty,
         picks: &mut Picks,
     ) -> Result<()> {
         let config = self.s.config;
         let g = &self.s.problem.graph;
-        let candidates = screening_pool(g, parents, config.screen, radius, &self.seen, &mut self.rng);
-        let mut candidates = novel.only_new(candidates)?;
+        let mut candidates = screening_pool(g, parents, config.screen, radius, &self.seen, &mut self.rng);
         let view = RoundView { data: &self.data, cost };
         let mut order = config.acquisition.ranker(config.beta).order(&candidates, &view, &mut self.rng)?;
         let picked = share.per_round.saturating_sub(picks.batch.len()).min(order.len());

@@ -1,18 +1,14 @@
 //! One round of the loop, as data: what it labelled and why, its summary
 //! row, how it shares its calls, the bar a library model's picks must
-//! clear, and the feature rows it has already labelled.
+//! clear.
 
 use crate::extraction::Extraction;
 use crate::learn::active::config::TrainCostConfig;
 use crate::learn::active::front::Front;
-use crate::learn::model::dataset::Labelled;
-use crate::learn::model::features::Featurizer;
 use crate::learn::model::metrics::TrainReport;
 use crate::learn::model::network::Ensemble;
 use crate::learn::model::objective::Prediction;
-use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 
 /// The model's own optimum in a round: what it predicted, what it measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,62 +93,6 @@ pub struct RoundSummary {
     /// synthesis included); the rest is SmoothE, the search and fitting.
     #[serde(default)]
     pub label_seconds: f64,
-}
-
-/// The feature rows a round's labels and picks already have. Extractions
-/// with equal rows are the same point to the model (it cannot rank them
-/// apart), and most such twins measure alike, so a round labels one row once:
-/// its picks and its screened pool skip rows the data or the batch hold.
-pub(super) struct Novelty<'a> {
-    featurizer: &'a Featurizer,
-    rows: HashSet<Vec<u64>>,
-}
-
-impl<'a> Novelty<'a> {
-    /// The rows of the labelled data.
-    pub(super) fn of(featurizer: &'a Featurizer, data: &[Labelled]) -> Result<Self> {
-        let mut novelty = Novelty { featurizer, rows: HashSet::new() };
-        for l in data {
-            novelty.admit(&l.extraction)?;
-        }
-        Ok(novelty)
-    }
-
-    /// `e`'s row, as bits (rows are compared exactly).
-    fn key(&self, e: &Extraction) -> Result<Vec<u64>> {
-        Ok(self.featurizer.of_extraction(e)?.into_iter().map(f64::to_bits).collect())
-    }
-
-    /// Records `e`'s row; whether it was new.
-    pub(super) fn admit(&mut self, e: &Extraction) -> Result<bool> {
-        let key = self.key(e)?;
-        Ok(self.rows.insert(key))
-    }
-
-    /// Takes `e` as a pick when it is neither in `seen` nor a twin of a
-    /// row held (then records it in both); its row is computed only when
-    /// it is unseen.
-    pub(super) fn take(&mut self, seen: &mut HashSet<Extraction>, e: &Extraction) -> Result<bool> {
-        if seen.contains(e) || !self.admit(e)? {
-            return Ok(false);
-        }
-        seen.insert(e.clone());
-        Ok(true)
-    }
-
-    /// The candidates whose rows are new, one per row, in order; their rows
-    /// are not recorded (a candidate is only a pick once it is chosen).
-    pub(super) fn only_new(&self, candidates: Vec<Extraction>) -> Result<Vec<Extraction>> {
-        let mut fresh = HashSet::new();
-        let mut out = Vec::with_capacity(candidates.len());
-        for e in candidates {
-            let key = self.key(&e)?;
-            if !self.rows.contains(&key) && fresh.insert(key) {
-                out.push(e);
-            }
-        }
-        Ok(out)
-    }
 }
 
 /// The most a pick of the model's own (its optimum, SmoothE's other
@@ -261,7 +201,6 @@ impl Picks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::learn::model::features::FeatureKind;
     use candle_core::Device;
 
     #[test]
@@ -314,48 +253,5 @@ mod tests {
         assert_eq!(initial_samples(&config, true, 27, 3), 13);
         assert_eq!(initial_samples(&config, true, 1, 3), 0);
         assert_eq!(initial_samples(&config, true, 1000, 3), scratch);
-    }
-
-    #[test]
-    fn a_round_skips_extractions_the_features_cannot_tell_from_its_labels() {
-        // The root class offers not(x), not(y) and or(x, y); the two `not`
-        // choices have the same operators, pairs and costs.
-        let json = r#"{"nodes": {
-            "r1": {"op": "not", "eclass": "r", "cost": 1, "children": ["a1"]},
-            "r2": {"op": "not", "eclass": "r", "cost": 1, "children": ["b1"]},
-            "r3": {"op": "or", "eclass": "r", "cost": 1, "children": ["a1", "b1"]},
-            "a1": {"op": "x", "eclass": "a", "cost": 0, "children": []},
-            "b1": {"op": "y", "eclass": "b", "cost": 0, "children": []}
-        }, "root_eclasses": ["r"]}"#;
-        let original = crate::load::parse_str(json).unwrap();
-        let problem = crate::preprocess::preprocess(&original).unwrap();
-        let g = &problem.graph;
-        let featurizer = Featurizer::fresh(FeatureKind::Structure, &problem, &original);
-        // Every valid extraction, by the root's choice.
-        let root = g.roots()[0];
-        let mut by_root: Vec<Extraction> = Vec::new();
-        for &n in g.class_nodes(root) {
-            let mut choices = vec![None; g.num_classes()];
-            choices[root.index()] = Some(n);
-            for &c in g.children(n) {
-                choices[c.index()] = Some(g.class_nodes(c)[0]);
-            }
-            by_root.push(Extraction { choices });
-        }
-        assert_eq!(by_root.len(), 3);
-        let row = |e: &Extraction| featurizer.of_extraction(e).unwrap();
-        let twins: Vec<usize> =
-            (0..3).filter(|&i| (0..3).any(|j| j != i && row(&by_root[i]) == row(&by_root[j]))).collect();
-        assert_eq!(twins.len(), 2, "two of the three choices are feature twins");
-        let (twin, other) = (twins[0], (0..3).find(|i| !twins.contains(i)).unwrap());
-        let labelled = vec![Labelled { extraction: by_root[twin].clone(), cost: 1.0, test: false }];
-        let mut novel = Novelty::of(&featurizer, &labelled).unwrap();
-        // The pool keeps one extraction per new row, in order.
-        let pool = vec![by_root[twins[1]].clone(), by_root[other].clone(), by_root[other].clone()];
-        assert_eq!(novel.only_new(pool).unwrap(), vec![by_root[other].clone()]);
-        // A pick records its row: the next with the same row is refused.
-        assert!(!novel.admit(&by_root[twins[1]]).unwrap());
-        assert!(novel.admit(&by_root[other]).unwrap());
-        assert!(!novel.admit(&by_root[other]).unwrap());
     }
 }

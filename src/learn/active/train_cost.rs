@@ -10,7 +10,7 @@ use crate::learn::active::config::{linear_baseline, TrainCostConfig};
 use crate::learn::active::design::Design;
 use crate::learn::active::front::Front;
 use crate::learn::active::round::{
-    initial_samples, prior_bar, ModelRound, Novelty, OptimumCheck, Picks, RoundPick, RoundShare, RoundSummary,
+    initial_samples, prior_bar, ModelRound, OptimumCheck, Picks, RoundPick, RoundShare, RoundSummary,
 };
 use crate::learn::model::dataset::{dataset, Labelled};
 use crate::learn::model::features::Featurizer;
@@ -381,15 +381,14 @@ impl<'a> ActiveLoop<'a> {
         if parents.is_empty() {
             bail!("no labelled extraction of this e-graph to start a round from; see the label log for errors");
         }
-        let mut novel = Novelty::of(self.featurizer, &self.data)?;
         let share = RoundShare::of(self.s.config, self.budget);
         let bar = prior_bar(self.s.init.is_some(), model, self.best_cost(), self.base_costs[1]);
         let mut picks = Picks::default();
         if self.s.config.acquisition.reads_model() {
             let model_round = ModelRound { round, bar, share: &share, front };
-            self.model_picks(&cost, &parents, model_round, &mut novel, &mut picks)?;
+            self.model_picks(&cost, &parents, model_round, &mut picks)?;
         }
-        self.screened_picks(&cost, &parents, radius, &share, &mut novel, &mut picks)?;
+        self.screened_picks(&cost, &parents, radius, &share, &mut picks)?;
         let predicted = cost.predict(&picks.batch)?;
         self.seen.extend(picks.batch.iter().cloned());
         let costs = self.label(&picks.batch)?;
