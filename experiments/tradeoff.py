@@ -232,6 +232,16 @@ def summary(targets, what):
             f"target counting 0: {100 * mean([r['gain'] for r in targets]):.2f}%{by_seed}"]
 
 
+def annealing_arm():
+    """How the report names the annealing arm: run here at ANNEAL calls per
+    target, rescored from ANNEAL_CSV, or both."""
+    earlier = os.environ.get("ANNEAL_CSV")
+    if ANNEAL == "0":
+        return f"annealing with the oracle, from {earlier} at the same targets"
+    return f"annealing with the oracle, {ANNEAL} calls per target" + \
+        (f" (where measured there, from {earlier} at the same targets)" if earlier else "")
+
+
 def report(rows):
     targets = [r for r in rows if r["kind"].startswith("target")]
     annealed = [r for r in rows if r["kind"].startswith("anneal")]
@@ -253,10 +263,7 @@ def report(rows):
                                  "minimises the e-graph's DAG cost under the predicted delay bound, with no "
                                  "oracle call."), "",
              *summary(targets, "the model, zero calls per target"),
-             *summary(annealed, f"annealing with the oracle, {ANNEAL} calls per target"
-                      + (f" (where measured there, from {os.environ['ANNEAL_CSV']} at the same targets)"
-                         if os.environ.get("ANNEAL_CSV") else "") if ANNEAL != "0" else
-                      f"annealing with the oracle, from {os.environ.get('ANNEAL_CSV')} at the same targets"), ""]
+             *summary(annealed, annealing_arm()), ""]
     measured = [r for r in targets if r.get("answer") == "measured"]
     if measured:
         lines[-1:-1] = [f"- answered from the model's measured front (the best label meeting T): {len(measured)} of "
