@@ -7,15 +7,12 @@
 //! take the first of them instead, at the same DAG and tree cost and with
 //! the same child classes; what is assumed is that the oracle, too, prices
 //! an operator the same whatever the order of its operands when the e-graph
-//! holds both orders in one class. ABC measured every such pair the learned
-//! loop labelled alike, and before twins were dropped a third of that
-//! loop's labels on esyn/mul3 went to twins of extractions it had already
-//! labelled. A labelled extraction that used a dropped twin maps onto its
-//! kept twin. Plain extraction ([`preprocess`]) keeps them: with them,
-//! SmoothE's linear results were slightly better (1500 steps, 5 seeds,
-//! batch 32: esyn/mul3 1.3%, esyn/i7 0.4% lower DAG cost on average, and
-//! c2670 0.1% higher), an effect of the optimiser's dynamics, not of the
-//! cost.
+//! holds both orders in one class: otherwise the learned loop would spend
+//! oracle calls on twins of extractions it had already labelled. A
+//! labelled extraction that used a dropped twin maps onto its kept twin.
+//! Plain extraction ([`preprocess`]) keeps them: SmoothE's linear results
+//! come out slightly better with them, an effect of the optimiser's
+//! dynamics, not of the cost.
 //!
 //! Then, repeated until nothing changes: drop nodes that have their own
 //! class as a child; drop nodes that can head no acyclic sub-extraction;

@@ -3,25 +3,19 @@
 //!
 //! The oracle is deterministic and the labels are measurements, while the
 //! model's mean at a training row is a fit that can be off by its training
-//! error: measured with the shipped ABC delay oracle, the final model of a
-//! 300-call loop on esyn/c2670 predicted the greedy extraction at 20.3 (its
-//! label: 18.9) and chose, frozen, an extraction that measured 21.5. So when
-//! a frozen model chooses between candidates ([`crate::cost::CostModel::selection_costs`]),
+//! error, enough to rank a worse candidate first. So when a frozen model
+//! chooses between candidates ([`crate::cost::CostModel::selection_costs`]),
 //! a candidate it measured on this design is judged by that measurement,
 //! with no spread, and every other candidate by the model's conservative
 //! score, charged its expected error where the score charges the spread.
 //!
 //! The memory holds hashes of the labelled extractions (of their choices
-//! on the preprocessed graph), not the extractions: it says what a
-//! candidate costs when the candidate is one the oracle measured, and
-//! cannot lead an optimiser to one. It once held hashes of feature rows
-//! instead, so that it applied to every extraction with a measured row's
-//! features; but extractions with equal features differ in real cost, and
-//! a frozen optimiser finds them: with the final model of a 300-call loop
-//! on esyn/mul3, an extraction with the features of a row labelled 78
-//! measured 82, and on boole/mul16 one with a row labelled 4275 measured
-//! 4293. It applies only to the design it was measured on; a new design's
-//! candidates are judged by the model alone.
+//! on the preprocessed graph), not of their feature rows: extractions with
+//! equal features can differ in real cost, and a frozen optimiser finds
+//! such twins. It says what a candidate costs when the candidate is one
+//! the oracle measured, and cannot lead an optimiser to one. It applies
+//! only to the design it was measured on; a new design's candidates are
+//! judged by the model alone.
 
 use crate::egraph::EGraph;
 use crate::learn::model::dataset::Labelled;

@@ -276,8 +276,7 @@ impl Ensemble {
     /// `spread` (oracle units): `sqrt(spread^2 + (error_floor *
     /// target_std)^2)`. The spread alone measures how much the members
     /// disagree; they can agree and all be off where labels differ for
-    /// reasons the features do not show (two spreads of a 300-call ABC-area
-    /// model held about half its test labels), and the members'
+    /// reasons the features do not show, and the members'
     /// out-of-fold error, which the floor adds, is what a label like the
     /// training ones is off by.
     /// Far from the training rows a model can be off by more than either

@@ -241,9 +241,8 @@ impl LearnedCost {
     /// [`Self::predict`] without the lookup of measured costs (`measured`
     /// stays `None`): what an optimiser's scores and the loop's ranking of
     /// new candidates read. The lookup hashes every chosen class's and
-    /// node's name; in the optimisers' scores it took about a quarter of
-    /// the CPU time of a 100-call loop on esyn/c7552 (by `perf`), for an
-    /// answer only the final choice reads.
+    /// node's name, a large share of an optimiser's time, for an answer
+    /// only the final choice reads.
     pub fn predict_unmeasured(&self, extractions: &[Extraction]) -> Result<Vec<Prediction>> {
         let mut out = Vec::with_capacity(extractions.len());
         for chunk in extractions.chunks(256) {
