@@ -4,7 +4,7 @@
 
 use super::moves::{broad_sample, screening_pool};
 use super::random::random_extraction;
-use super::{DagGreedy, ExtractOptions, Extractor, Greedy, SmoothE, SmoothEConfig};
+use super::{as_extracted, DagGreedy, ExtractOptions, Extractor, Greedy, SmoothE, SmoothEConfig};
 use crate::cost::CostModel;
 use crate::egraph::EGraph;
 use crate::extraction::Extraction;
@@ -212,26 +212,13 @@ pub fn linear_start_config(config: &SmoothEConfig) -> SmoothEConfig {
 
 /// The linear-SmoothE start of [`SmoothEWith`] under `smoothe`'s seed,
 /// device and settings ([`linear_start_config`]): SmoothE on the linear
-/// cost of `original` preprocessed as `extract --method smoothe`
-/// preprocesses it (commutative twins kept), mapped onto `problem`
-/// (`original` preprocessed any way, such as for an oracle, where a dropped
-/// twin stands for its kept twin, which the oracle measures alike). On the
-/// graph without twins, SmoothE lands on other extractions of the same
-/// node cost, and with the ABC AIG-size oracle they measured worse than
-/// `extract --method smoothe`'s: 52 against 49 on esyn/mul3 and 625
-/// against 606-608 on esyn/i7 (seed 0). Falls back to a run on `problem`
-/// itself, logging a warning, if the result does not map onto it.
+/// cost of `original` as `extract --method smoothe` makes it (commutative
+/// twins kept), mapped onto `problem` ([`as_extracted`]). On the graph
+/// without twins, SmoothE lands on other extractions of the same node
+/// cost, which an oracle can measure worse.
 pub fn linear_start(original: &EGraph, problem: &Reduced, smoothe: &SmoothE) -> Result<Extraction> {
     let run = SmoothE { config: linear_start_config(&smoothe.config), progress: quiet(), ..smoothe.clone() };
-    let plain = crate::preprocess::preprocess(original)?;
-    let start = run.extract(&plain)?;
-    match problem.from_original(&plain.to_original(&start)) {
-        Some(mapped) => Ok(mapped),
-        None => {
-            log::warn!("the linear-SmoothE start does not map onto the preprocessed graph; rerunning it there");
-            run.extract(problem)
-        }
-    }
+    Ok(as_extracted(original, problem, &[&run])?.remove(0))
 }
 
 /// The cheapest of `candidates` (named, the first the optimiser's result)

@@ -4,6 +4,7 @@
 //! an extraction of that graph; [`run`] maps it back to original ids and
 //! checks it with the shared checker.
 
+mod baselines;
 mod bottom_up;
 mod dag_greedy;
 mod depth_greedy;
@@ -18,6 +19,7 @@ mod portfolio;
 mod random;
 mod smoothe;
 
+pub use baselines::as_extracted;
 pub use bottom_up::{choice_cycles, complete_acyclic, finalise_bottom_up, NodeKey};
 pub use dag_greedy::{dag_greedy_with_limit, DagGreedy, MEMBER_BUDGET, MIN_SET};
 pub use depth_greedy::{least_arrival, DepthGreedy, TimedSmoothE};

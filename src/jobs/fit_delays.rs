@@ -1,8 +1,9 @@
 //! `smoothe fit-delays`: learn per-operator delays from an oracle's delay.
 
 use super::oracle_runs::open_log;
+use crate::egraph::EGraph;
 use crate::extract::moves::{broad_sample, crossover};
-use crate::extract::{DagGreedy, DepthGreedy, Extractor, Greedy};
+use crate::extract::{as_extracted, DagGreedy, DepthGreedy, Greedy};
 use crate::extraction::Extraction;
 use crate::learn::model::metrics::in_test_split;
 use crate::learn::oracle::identity::extraction_key;
@@ -75,7 +76,7 @@ impl FitDelaysJob {
         let graph = load::load_file(egraph)?;
         let problem = preprocess(&graph).with_context(|| format!("{}", egraph.display()))?;
         let timing = Arc::new(TimingGraph::new(&problem));
-        let candidates = timing_samples(&problem, self.samples, self.seed)?;
+        let candidates = timing_samples(&graph, &problem, self.samples, self.seed)?;
         let originals = candidates
             .iter()
             .map(|e| problem.to_original(e).restricted_to_reachable(&graph))
@@ -106,17 +107,20 @@ impl FitDelaysJob {
     }
 }
 
-/// Up to `samples` distinct valid extractions of `problem` to fit delays
-/// on: depth-greedy, dag-greedy and greedy, then crossovers and
+/// Up to `samples` distinct valid extractions of `problem` (`original`
+/// preprocessed) to fit delays on: depth-greedy, dag-greedy and greedy (as
+/// `smoothe extract` makes them, [`as_extracted`]), then crossovers and
 /// perturbations of them and uniform random ones (drawn with `seed`), where
 /// the constrained answers will lie rather than where uniform sampling
 /// alone lands (far slower than every baseline).
-pub fn timing_samples(problem: &crate::preprocess::Reduced, samples: usize, seed: u64) -> Result<Vec<Extraction>> {
-    let mut out = vec![
-        DepthGreedy { delays: OpDelays::unit() }.extract(problem)?,
-        DagGreedy.extract(problem)?,
-        Greedy.extract(problem)?,
-    ];
+pub fn timing_samples(
+    original: &EGraph,
+    problem: &crate::preprocess::Reduced,
+    samples: usize,
+    seed: u64,
+) -> Result<Vec<Extraction>> {
+    let depth = DepthGreedy { delays: OpDelays::unit() };
+    let mut out = as_extracted(original, problem, &[&depth, &DagGreedy, &Greedy])?;
     let mut seen: HashSet<Vec<Option<u32>>> = HashSet::new();
     let key = |e: &Extraction| e.choices.iter().map(|c| c.map(|n| n.raw())).collect::<Vec<_>>();
     out.retain(|e| seen.insert(key(e)));

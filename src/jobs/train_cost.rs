@@ -309,7 +309,7 @@ fn label_timing_samples(d: &Design, log: &mut LabelLog, config: &TrainCostConfig
     let want = ((config.budget as f64 * TIMING_SHARE).round() as usize).max(TIMING_LEAST.min(config.budget / 2));
     let spent = log.calls(&d.original.fingerprint(), &d.labeler.oracle.identity()).total;
     let mut budget = want.min(config.budget.saturating_sub(spent));
-    let samples = super::fit_delays::timing_samples(d.problem, want, seed)?;
+    let samples = super::fit_delays::timing_samples(d.original, d.problem, want, seed)?;
     let originals: Vec<_> = samples.iter().map(|e| d.problem.to_original(e)).collect();
     let (costs, _) = d.labeler.label(log, &originals, &mut budget)?;
     Ok(costs.iter().flatten().count())

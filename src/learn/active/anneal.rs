@@ -6,7 +6,7 @@
 
 use crate::egraph::EGraph;
 use crate::extract::moves::nudge;
-use crate::extract::{DagGreedy, DepthGreedy, Extractor, Greedy};
+use crate::extract::{as_extracted, DagGreedy, DepthGreedy, Extractor, Greedy};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::learn::active::config::linear_baseline;
 use crate::learn::active::goal::{Goal, MeasuredBound};
@@ -302,11 +302,13 @@ fn search_starts(
     seed: u64,
     device: &Device,
 ) -> Result<Vec<Extraction>> {
-    let mut starts =
-        vec![Greedy.extract(problem)?, DagGreedy.extract(problem)?, linear_baseline(original, problem, seed, device)?];
+    let depth = DepthGreedy { delays: OpDelays::unit() };
+    let mut extractors: Vec<&dyn Extractor> = vec![&Greedy, &DagGreedy];
     if !goal.constraints.is_empty() {
-        starts.push(DepthGreedy { delays: OpDelays::unit() }.extract(problem)?);
+        extractors.push(&depth);
     }
+    let mut starts = as_extracted(original, problem, &extractors)?;
+    starts.insert(2, linear_baseline(original, problem, seed, device)?);
     Ok(starts)
 }
 

@@ -4,7 +4,7 @@
 
 use crate::egraph::EGraph;
 use crate::extract::moves::broad_sample;
-use crate::extract::{DagGreedy, Extractor, Greedy, SmoothE};
+use crate::extract::{as_extracted, DagGreedy, Greedy, SmoothE};
 use crate::extraction::{Extraction, OriginalExtraction};
 use crate::learn::active::config::{linear_baseline, TrainCostConfig};
 use crate::learn::active::design::Design;
@@ -211,8 +211,9 @@ impl<'a> ActiveLoop<'a> {
     /// is at work (and a broken one found) before linear SmoothE's start,
     /// which takes tens of seconds, is made.
     fn label_baselines(&mut self) -> Result<()> {
-        let greedy = Greedy.extract(self.s.problem)?;
-        let dag = DagGreedy.extract(self.s.problem)?;
+        let [greedy, dag]: [Extraction; 2] = as_extracted(self.s.original, self.s.problem, &[&Greedy, &DagGreedy])?
+            .try_into()
+            .expect("one extraction per extractor");
         self.base_costs = self.label(&[greedy.clone(), dag.clone()])?;
         // An oracle that fails on both is broken (a missing tool, a bad
         // path); every further call would fail too, each up to its timeout.
