@@ -46,7 +46,7 @@ VERDICTS = """
 | polish (the last 100 calls to `search --screen 32`) | above: t 0.2 | never adopted by the loop |
 | trust-region charges on the frozen model | `frozen_trust.md` (trust 1 against 0, one seed): area within the spread (1.36% against 1.08% below the better greedy), but the frozen answer is a measured extraction on 6 of 7 against 3, and the prediction error at the answer 0.69% against 5.79% (worst 2.62% against 23.68%) | stays: without it the frozen model reports predictions eight times further off |
 | residual term (a Gaussian process on the ensemble's residuals) | its ablation rerun (three seeds) ended 0.22% below the best model-free method, within the spread; held-out Spearman rose from 0.43-0.83 to 0.61-0.91; no paired loop outcome with and without it is on record | to measure: needs a with/without rerun |
-| guided-search picks (6 a round) | the ablation rerun with them: 0.26% below the best model-free method on average against 0.04% without (three seeds), within the spread; at the current loop (above: `loop_nonovelty.csv` with them against `loop_nosearch.csv` without, three seeds): the loop ends 0.10% lower without them, t -0.3, higher with them on 12 of 21 runs | to remove (they help less than the spread between seeds); the loop changes at the removal, so what is measured next pairs with the loop after it |
+| guided-search picks (6 a round) | the ablation rerun with them: 0.26% below the best model-free method on average against 0.04% without (three seeds), within the spread; at the current loop (above: `loop_nonovelty.csv` with them against `loop_nosearch.csv` without, three seeds): the loop ends 0.10% lower without them, t -0.3, higher with them on 12 of 21 runs | removed (they help less than the spread between seeds). The code without them labels the same 300 extractions in the same order as `search_picks = 0` did (`loop_removal_check.md`, i7 at seed 1), so `loop_nosearch.csv` is the loop after the removal |
 | the loop exploring the area-delay front | `tradeoff-front.md` against `tradeoff-loop.md`: the optimiser's answers met 6 against 4 of 20 targets (one seed) | stays while the measured-front answers (next row) draw on its labels; to measure with them |
 | answers to constrained queries from the measured front | `tradeoff-archive.md`: 28 of 28 targets met against 6 of 28 by the optimiser | stays |
 | a guard on the learned delay | `tradeoff-guard.md`: 4 of 20 met against 6 of 20 without | removed |
@@ -59,10 +59,10 @@ VERDICTS = """
 JOINED = [
     ("novelty filter (one label per feature row)", "frozen_start.csv", "best_label", "loop_nonovelty.csv", "best",
      "the loop at its defaults with the filter against the code without it (`NAME=loop_nonovelty ROUNDS=8 "
-     "PER_ROUND=25 EXPLORE=5 SEARCH=6 SEEDS=\"0 1 2\" round_size.py`)"),
+     "PER_ROUND=25 EXPLORE=5 SEARCH=6 SEEDS=\"0 1 2\" round_size.py` with the build before the search picks' removal)"),
     ("guided-search picks (6 a round)", "loop_nonovelty.csv", "best", "loop_nosearch.csv", "best",
      "the loop at its defaults against `search_picks = 0` (`NAME=loop_nosearch ROUNDS=8 PER_ROUND=25 "
-     "EXPLORE=5 SEARCH=0 SEEDS=\"0 1 2\" round_size.py`)"),
+     "EXPLORE=5 SEARCH=0 SEEDS=\"0 1 2\" round_size.py` with the build before their removal)"),
 ]
 
 

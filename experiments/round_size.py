@@ -6,17 +6,16 @@ rounds of 30 (25 picks and 5 random ones from the same pool). A batch of 30
 is labelled on the model of the round before, so each round's later picks
 learn nothing from its earlier ones, while a larger batch is more varied.
 This runs the loop with the same calls in ROUNDS rounds of PER_ROUND picks
-and EXPLORE random ones (default 16 rounds of 12 + 3), the search picks
-scaled alike (SEARCH, default 3 of 6), and compares its best real area
+and EXPLORE random ones (default 16 rounds of 12 + 3), and compares its best real area
 with the loop at its defaults (`frozen_start.csv`, seeds 0-2) and the
 model-free methods of the same seed (`ablation-start.csv`, seed 0).
 Writes experiments/NAME.csv and NAME.md.
 
   SEEDS="0" python3 experiments/round_size.py
-  SEEDS="0 1 2" NAME=round_size-large ROUNDS=4 PER_ROUND=50 EXPLORE=10 SEARCH=12 python3 experiments/round_size.py
-  SEEDS="0" NAME=loop_beta3 ROUNDS=8 PER_ROUND=25 EXPLORE=5 SEARCH=6 SETTINGS="beta = 3" \
+  SEEDS="0 1 2" NAME=round_size-large ROUNDS=4 PER_ROUND=50 EXPLORE=10 python3 experiments/round_size.py
+  SEEDS="0" NAME=loop_beta3 ROUNDS=8 PER_ROUND=25 EXPLORE=5 SETTINGS="beta = 3" \
       python3 experiments/round_size.py
-  SEEDS="0 1 2" NAME=loop_nonovelty ROUNDS=8 PER_ROUND=25 EXPLORE=5 SEARCH=6 VARIANT="without the novelty filter" \
+  SEEDS="0 1 2" NAME=loop_nonovelty ROUNDS=8 PER_ROUND=25 EXPLORE=5 VARIANT="without the novelty filter" \
       python3 experiments/round_size.py
   python3 experiments/round_size.py --report    # redraw the table only
 
@@ -37,7 +36,6 @@ SEEDS = [int(s) for s in os.environ.get("SEEDS", "0").split()]
 ROUNDS = int(os.environ.get("ROUNDS", "16"))
 PER_ROUND = int(os.environ.get("PER_ROUND", "12"))
 EXPLORE = int(os.environ.get("EXPLORE", "3"))
-SEARCH = int(os.environ.get("SEARCH", "3"))
 SETTINGS = os.environ.get("SETTINGS", "").strip()
 # What else differs from the loop of DEFAULT, in words, where it is the code
 # rather than a setting (VARIANT="without the novelty filter", run with that
@@ -57,13 +55,13 @@ def one(task):
     if not (d / "loop.safetensors").exists():
         job = d / "job.toml"
         job.write_text(f"[train-cost]\nrounds = {ROUNDS}\nper_round = {PER_ROUND}\nexplore = {EXPLORE}\n"
-                       f"search_picks = {SEARCH}\n" + (SETTINGS + "\n" if SETTINGS else ""))
+                       + (SETTINGS + "\n" if SETTINGS else ""))
         log.unlink(missing_ok=True)
         run([BIN, "train-cost", "--config", job, "--oracle", ORACLE, "--jobs", 1, "--seed", seed, "--threads", 1,
              "-q", "--labels", log, "--out", d / "loop.safetensors", SHARED / f"{circuit}.json"])
         minutes = round((time.monotonic() - started) / 60, 1)
     costs = label_costs(log)
-    row = dict(circuit=circuit, seed=seed, rounds=ROUNDS, per_round=PER_ROUND, explore=EXPLORE, search=SEARCH,
+    row = dict(circuit=circuit, seed=seed, rounds=ROUNDS, per_round=PER_ROUND, explore=EXPLORE,
                settings=SETTINGS.replace("\n", "; "), calls=len(costs), best=least(costs),
                at_half=least(costs[:len(costs) // 2]), minutes=minutes)
     print(row, file=sys.stderr)
@@ -73,12 +71,14 @@ def one(task):
 def report():
     rows = read_rows(HERE / f"{NAME}.csv")
     default_rows = read_rows(DEFAULT)
-    default = {(r["circuit"], r["seed"]): r["best_label"] for r in default_rows}
+    default = {(r["circuit"], r["seed"]): r.get("best_label", r.get("best")) for r in default_rows}
     spread = {}  # circuit -> the default loop's best labels over all its seeds
     for r in default_rows:
-        spread.setdefault(r["circuit"], []).append(r["best_label"])
+        spread.setdefault(r["circuit"], []).append(r.get("best_label", r.get("best")))
     free = {(r["circuit"], r["seed"]): min(r[m] for m in MODEL_FREE) for r in read_rows(BASELINE)}
     r0 = rows[0]
+    # Runs from before the guided-search picks were removed record how many they had.
+    search = f" ({r0['search']} of them from the guided search)" if r0.get("search") not in (None, "", 0) else ""
     settings = r0.get("settings") or ""
     variant = f"The loop {VARIANT} ends" if VARIANT else \
         f"The loop with `{settings}` ends" if settings else f"{r0['rounds']} rounds end"
@@ -86,12 +86,12 @@ def report():
         f"{r0['rounds']} rounds of {r0['per_round']} + {r0['explore']} against"
     lines = [f"# {title} 8 rounds of 25 + 5" + (", the loop's defaults" if settings or VARIANT else ""), "",
              f"Made by `experiments/round_size.py`: oracle {oracle_label()}; `train-cost` with 300 calls in"
-             f" {r0['rounds']} rounds of {r0['per_round']} picks ({r0['search']} of them from the guided search) and"
+             f" {r0['rounds']} rounds of {r0['per_round']} picks{search} and"
              f" {r0['explore']} random ones from the same pool"
              + (f", and `{settings}` in its `[train-cost]` table" if settings else "")
              + (f", {VARIANT} (`{DEFAULT.name}` ran the code before)" if VARIANT else "")
              + ", one thread and one oracle call at a time. `default`:"
-             " the best label of the loop at its defaults (8 rounds of 25 + 5, 6 search picks), same seed, from"
+             " the best label of the loop at its defaults (8 rounds of 25 + 5), same seed, from"
              f" `{DEFAULT.name}`; `best model-free`: the least of `sampler`, `random` and `anneal`, same seed, from"
              f" `{BASELINE.name}` (`-` where it has no such run). % below (positive: smaller); `minutes`: two loops"
              " at a time on this 2-core machine.", "",

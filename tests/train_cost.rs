@@ -590,10 +590,6 @@ fn train_cost_ranks_its_pool_by_a_process_over_the_extractions() {
     let out = dir.join("m.safetensors");
     let graph = repo("datasets/esyn/mul3.json");
     let mut args = train_cost_args(oracle.to_str().unwrap(), out.to_str().unwrap(), "40");
-    // Rounds wider than the guided search's six picks, so the ranked pool
-    // fills the rest of each.
-    let per_round = args.iter().position(|a| *a == "--per-round").unwrap() + 1;
-    args[per_round] = "12";
     args.extend(["--acquisition", "selection-gp", &graph]);
     let (code, _, stderr) = cli(&args);
     assert_eq!(code, 0, "{stderr}");

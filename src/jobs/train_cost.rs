@@ -95,6 +95,10 @@ impl Default for TrainCostJob {
     }
 }
 
+/// `[train-cost]` settings that older job files may hold, with why they went.
+const REMOVED_LOOP_SETTINGS: &[(&str, &str)] =
+    &[("search_picks", "the loop no longer labels the model-guided search's picks, which did not improve its result")];
+
 /// A `[smoothe]` table read over [`loop_smoothe`].
 fn over_loop_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<SmoothEConfig, D::Error> {
     use serde::de::Error;
@@ -131,8 +135,17 @@ pub struct TrainCostResult {
 
 impl TrainCostJob {
     /// A job from TOML text; missing fields keep their defaults, unknown
-    /// ones are errors.
+    /// ones are errors, and a setting the loop no longer has (from an older
+    /// run's record) is named with what to do.
     pub fn from_toml(text: &str) -> Result<Self> {
+        let table: toml::Table = toml::from_str(text).context("invalid train-cost job")?;
+        let loop_table = table.get("train-cost").and_then(|t| t.as_table());
+        if let Some((key, why)) =
+            REMOVED_LOOP_SETTINGS.iter().find(|(key, _)| loop_table.is_some_and(|t| t.contains_key(*key)))
+        {
+            bail!("invalid train-cost job: [train-cost] {key} is no longer a setting ({why}); delete the line");
+        }
+        // Parsed again from the text so errors keep their line numbers.
         toml::from_str(text).context("invalid train-cost job")
     }
 
@@ -332,4 +345,20 @@ fn add_timing(outcome: &mut TrainCostOutcome, d: &Design, log: &LabelLog, test_f
     meta.front.retain(|f| f.egraph != egraph);
     meta.front.push(front);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_setting_is_named_and_a_typo_keeps_its_line() {
+        let old = "[train-cost]\nbudget = 50\nsearch_picks = 6\n";
+        let err = format!("{:#}", TrainCostJob::from_toml(old).unwrap_err());
+        assert!(err.contains("search_picks is no longer a setting") && err.contains("delete the line"), "{err}");
+        let typo = "[train-cost]\nbudget = 50\nrounds_ = 6\n";
+        let err = format!("{:#}", TrainCostJob::from_toml(typo).unwrap_err());
+        assert!(err.contains("rounds_") && err.contains("line 3"), "{err}");
+        assert_eq!(TrainCostJob::from_toml("[train-cost]\nbudget = 50\n").unwrap().train_cost.budget, 50);
+    }
 }

@@ -31,16 +31,10 @@ pub struct TrainCostConfig {
     /// Extractions labelled per round by the model's choice: the model's
     /// own optimum (SmoothE against the conservative objective, from the
     /// best labelled extraction), up to a quarter more of SmoothE's best
-    /// distinct decodes, `search_picks` from the model-guided search, and
-    /// the rest by the acquisition rule from the screened candidates, none
+    /// distinct decodes, and the rest by the acquisition rule from the screened candidates, none
     /// of them labelled before. A round with fewer calls left than
     /// `per_round + explore` keeps the same proportions.
     pub per_round: usize,
-    /// Extractions labelled per round from a model-guided evolutionary
-    /// search ([`crate::extract::guided_search`]) started at the best labelled ones: the
-    /// model's optima among discrete moves, which gradient descent cannot
-    /// reach (0: none).
-    pub search_picks: usize,
     /// Candidates the model screens per round: small moves (up to the
     /// trust-region radius), perturbations and crossovers of the best
     /// labelled extractions, and uniform random ones, in equal shares.
@@ -74,7 +68,6 @@ impl Default for TrainCostConfig {
             uniform_fraction: 0.2,
             rounds: 8,
             per_round: 25,
-            search_picks: 6,
             screen: 2000,
             explore: 5,
             acquisition: Acquisition::SelectionGp,

@@ -1,10 +1,10 @@
-//! What a round of the loop labels: the model's own picks (its optimum,
-//! SmoothE's other decodes, the guided search's survivors) and the
-//! screened pool ranked by the acquisition rule.
+//! What a round of the loop labels: the model's own picks (its optimum
+//! and SmoothE's other decodes) and the screened pool ranked by the
+//! acquisition rule.
 
 use crate::cost::CostModel;
 use crate::extract::moves::screening_pool;
-use crate::extract::{guided_search, GuidedSearch, SmoothE};
+use crate::extract::SmoothE;
 use crate::extraction::Extraction;
 use crate::learn::active::acquisition::RoundView;
 use crate::learn::active::round::{ModelRound, PickSource, Picks, RoundShare};
@@ -16,9 +16,8 @@ use rand::seq::SliceRandom;
 
 impl ActiveLoop<'_> {
     /// The model's own picks: its optimum (under a delay bound drawn for
-    /// the round when the loop explores a front), from the incumbent, a
-    /// few more of SmoothE's best distinct decodes, and the survivors of
-    /// the model-guided search.
+    /// the round when the loop explores a front), from the incumbent, and
+    /// a few more of SmoothE's best distinct decodes.
     pub(super) fn model_picks(
         &mut self,
         cost: &LearnedCost,
@@ -63,21 +62,6 @@ impl ActiveLoop<'_> {
             let e = e.restricted_to_reachable(g)?;
             if picks.batch.len() < share.per_round / 4 && clears(&e)? && self.seen.insert(e.clone()) {
                 picks.push(e, PickSource::Decode);
-            }
-        }
-        if share.search_picks > 0 {
-            let settings = GuidedSearch {
-                survivors: share.search_picks.max(GuidedSearch::default().survivors),
-                ..GuidedSearch::default()
-            };
-            let (survivors, _) = guided_search(g, cost, parents, settings, s.smoothe.seed + round as u64, None);
-            let mut picked = 0;
-            for (e, _) in survivors {
-                let e = e.restricted_to_reachable(g)?;
-                if picked < share.search_picks && clears(&e)? && self.seen.insert(e.clone()) {
-                    picks.push(e, PickSource::Search);
-                    picked += 1;
-                }
             }
         }
         Ok(())

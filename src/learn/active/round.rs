@@ -27,8 +27,6 @@ pub enum PickSource {
     Optimum,
     /// Another of SmoothE's best distinct decodes.
     Decode,
-    /// A survivor of the model-guided search.
-    Search,
     /// Ranked first in the screened pool by the acquisition rule.
     Acquisition,
     /// Drawn at random from the rest of the same screened pool (the
@@ -138,16 +136,14 @@ pub(super) fn initial_samples(config: &TrainCostConfig, adapting: bool, budget: 
     }
 }
 
-/// How one round spends its calls: the configured `per_round` picks,
-/// `search_picks` of them from the guided search and `explore` random
-/// ones, or, when fewer calls are left than the round would label, the
+/// How one round spends its calls: the configured `per_round` picks and
+/// `explore` random ones, or, when fewer calls are left than the round would label, the
 /// same proportions of those left (at least one pick), so a short last
 /// round keeps its mix instead of losing its random and
 /// acquisition picks to the budget's cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RoundShare {
     pub(super) per_round: usize,
-    pub(super) search_picks: usize,
     pub(super) explore: usize,
 }
 
@@ -156,19 +152,11 @@ impl RoundShare {
     pub(super) fn of(config: &TrainCostConfig, budget: usize) -> Self {
         let full = config.per_round + config.explore;
         if budget >= full || full == 0 {
-            return RoundShare {
-                per_round: config.per_round,
-                search_picks: config.search_picks,
-                explore: config.explore,
-            };
+            return RoundShare { per_round: config.per_round, explore: config.explore };
         }
         let scaled = |n: usize| (n as f64 * budget as f64 / full as f64).round() as usize;
         let per_round = scaled(config.per_round).clamp(budget.min(1), budget);
-        RoundShare {
-            per_round,
-            search_picks: scaled(config.search_picks).min(per_round.saturating_sub(1)),
-            explore: budget - per_round,
-        }
+        RoundShare { per_round, explore: budget - per_round }
     }
 }
 
@@ -229,20 +217,17 @@ mod tests {
     fn a_short_round_keeps_the_mix_of_a_full_one() {
         let config = TrainCostConfig::default();
         let full = RoundShare::of(&config, 1000);
-        assert_eq!(
-            full,
-            RoundShare { per_round: config.per_round, search_picks: config.search_picks, explore: config.explore }
-        );
+        assert_eq!(full, RoundShare { per_round: config.per_round, explore: config.explore });
         assert_eq!(RoundShare::of(&config, config.per_round + config.explore), full);
         for budget in 1..config.per_round + config.explore {
             let share = RoundShare::of(&config, budget);
             assert_eq!(share.per_round + share.explore, budget, "{budget}: {share:?}");
-            assert!(share.per_round >= 1 && share.search_picks < share.per_round, "{budget}: {share:?}");
+            assert!(share.per_round >= 1, "{budget}: {share:?}");
             // Within a pick of the configured proportion.
             let want = config.per_round as f64 * budget as f64 / (config.per_round + config.explore) as f64;
             assert!((share.per_round as f64 - want).abs() <= 1.0, "{budget}: {share:?}");
         }
-        assert_eq!(RoundShare::of(&config, 0), RoundShare { per_round: 0, search_picks: 0, explore: 0 });
+        assert_eq!(RoundShare::of(&config, 0), RoundShare { per_round: 0, explore: 0 });
     }
 
     #[test]
