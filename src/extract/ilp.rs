@@ -33,7 +33,7 @@ use anyhow::{bail, Context, Result};
 use highs::{Col, HighsModelStatus, RowProblem, Sense};
 use serde_json::{json, Map, Value};
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// How a solve ended: the answer is proven optimal, or the time ran out
@@ -196,17 +196,18 @@ pub fn lp_lower_bound(problem: &Reduced, time_limit: f64) -> Option<f64> {
 /// the solver itself reports nothing until it returns.
 fn with_clock<T>(progress: &Observer, time_limit: f64, status: &str, work: impl FnOnce() -> T) -> T {
     let start = Instant::now();
-    let done = AtomicBool::new(false);
     progress.begin("s", time_limit.ceil() as u64);
+    // Dropping `done` wakes the clock at once: a clock that slept out its
+    // tick added up to that tick to every solve.
+    let (done, finished) = mpsc::channel::<()>();
     let out = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
+        scope.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(Duration::from_millis(200)) {
                 progress.advance(start.elapsed().as_secs(), status);
-                std::thread::sleep(Duration::from_millis(200));
             }
         });
         let out = work();
-        done.store(true, Ordering::Relaxed);
+        drop(done);
         out
     });
     progress.end();
