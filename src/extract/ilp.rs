@@ -197,8 +197,8 @@ pub fn lp_lower_bound(problem: &Reduced, time_limit: f64) -> Option<f64> {
 fn with_clock<T>(progress: &Observer, time_limit: f64, status: &str, work: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     progress.begin("s", time_limit.ceil() as u64);
-    // Dropping `done` wakes the clock at once: a clock that slept out its
-    // tick added up to that tick to every solve.
+    // Dropping `done` wakes the clock at once, so the solve's result never
+    // waits for the clock's next tick.
     let (done, finished) = mpsc::channel::<()>();
     let out = std::thread::scope(|scope| {
         scope.spawn(move || {

@@ -138,15 +138,17 @@ impl TrainCostJob {
     /// ones are errors, and a setting the loop no longer has (from an older
     /// run's record) is named with what to do.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let table: toml::Table = toml::from_str(text).context("invalid train-cost job")?;
-        let loop_table = table.get("train-cost").and_then(|t| t.as_table());
-        if let Some((key, why)) =
-            REMOVED_LOOP_SETTINGS.iter().find(|(key, _)| loop_table.is_some_and(|t| t.contains_key(*key)))
-        {
-            bail!("invalid train-cost job: [train-cost] {key} is no longer a setting ({why}); delete the line");
-        }
-        // Parsed again from the text so errors keep their line numbers.
-        toml::from_str(text).context("invalid train-cost job")
+        toml::from_str(text).or_else(|err| {
+            // Only a file that fails is looked at again, for a removed setting.
+            let table: Option<toml::Table> = toml::from_str(text).ok();
+            let loop_table = table.as_ref().and_then(|t| t.get("train-cost")).and_then(|t| t.as_table());
+            match REMOVED_LOOP_SETTINGS.iter().find(|(key, _)| loop_table.is_some_and(|t| t.contains_key(*key))) {
+                Some((key, why)) => {
+                    bail!("invalid train-cost job: [train-cost] {key} is no longer a setting ({why}); delete the line")
+                }
+                None => Err(anyhow::Error::new(err).context("invalid train-cost job")),
+            }
+        })
     }
 
     /// A job from a TOML file (such as one written beside earlier results,

@@ -31,9 +31,10 @@ pub struct TrainCostConfig {
     /// Extractions labelled per round by the model's choice: the model's
     /// own optimum (SmoothE against the conservative objective, from the
     /// best labelled extraction), up to a quarter more of SmoothE's best
-    /// distinct decodes, and the rest by the acquisition rule from the screened candidates, none
-    /// of them labelled before. A round with fewer calls left than
-    /// `per_round + explore` keeps the same proportions.
+    /// distinct decodes, and the rest by the acquisition rule from the
+    /// screened candidates, none of them labelled before. A round with
+    /// fewer calls left than `per_round + explore` keeps the same
+    /// proportions.
     pub per_round: usize,
     /// Candidates the model screens per round: small moves (up to the
     /// trust-region radius), perturbations and crossovers of the best

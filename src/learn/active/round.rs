@@ -137,9 +137,9 @@ pub(super) fn initial_samples(config: &TrainCostConfig, adapting: bool, budget: 
 }
 
 /// How one round spends its calls: the configured `per_round` picks and
-/// `explore` random ones, or, when fewer calls are left than the round would label, the
-/// same proportions of those left (at least one pick), so a short last
-/// round keeps its mix instead of losing its random and
+/// `explore` random ones, or, when fewer calls are left than the round
+/// would label, the same proportions of those left (at least one pick), so
+/// a short last round keeps its mix instead of losing its random and
 /// acquisition picks to the budget's cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RoundShare {
