@@ -28,8 +28,9 @@ CIRCUITS = os.environ.get("CIRCUITS", "mul8 mul16 add64 mul3 mul64").split()
 FIELDS = ["circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "stop", "edges",
           "info_s", "info_peak_mb", "greedy_cost", "greedy_s", "greedy_peak_mb",
           "dag_greedy_cost", "dag_greedy_s", "dag_greedy_peak_mb", "limit_s", "smoothe_cost",
-          "smoothe_steps", "ms_per_step", "smoothe_peak_mb", "lp_lower_bound"]
-SMOOTHE_FIELDS = ["limit_s", "smoothe_cost", "smoothe_steps", "ms_per_step", "smoothe_peak_mb", "lp_lower_bound"]
+          "smoothe_steps", "ms_per_step", "edge_passes", "smoothe_peak_mb", "lp_lower_bound"]
+SMOOTHE_FIELDS = ["limit_s", "smoothe_cost", "smoothe_steps", "ms_per_step", "edge_passes", "smoothe_peak_mb",
+                  "lp_lower_bound"]
 
 
 def timed(cmd):
@@ -127,7 +128,8 @@ def run_smoothe(name, limit, graph, t):
                          "-q"])
     r = json.load(open(out))
     return {"limit_s": t, "smoothe_cost": r["dag_cost"], "smoothe_steps": r["steps"],
-            "ms_per_step": round(r["ms_per_step"], 1), "smoothe_peak_mb": round(mb),
+            "ms_per_step": round(r["ms_per_step"], 1), "edge_passes": round(r.get("edge_passes_per_step", 0), 2) or "",
+            "smoothe_peak_mb": round(mb),
             "lp_lower_bound": r.get("lower_bound", "")}
 
 
@@ -141,16 +143,22 @@ def write(rows):
              " E-graphs from `smoothe saturate` at each node limit; "
              "times are wall seconds of the whole command, memory its peak resident set (MiB). "
              "SmoothE: `--batch 8`, its time limit includes its dag-greedy start; its MiB include the linear"
-             " relaxation that bounds its answer (`LP bound`, blank where the LP did not solve within 10 s).", "",
+             " relaxation that bounds its answer (`LP bound`, blank where the LP did not solve within 10 s)."
+             " `passes`: how many times a forward pass visited each class edge on average"
+             " (`edge_passes_per_step` of the result: 1 without cycles; inside a cyclic component once per"
+             " fixed-point sweep, at most `--max-sweeps`, and once more for the derivatives; blank for rows"
+             " measured before the result reported it).", "",
              "| circuit | limit | classes | nodes | saturate s | MiB | edges swept | load+preprocess s | MiB |"
-             " greedy cost | s | dag-greedy cost | s | MiB | SmoothE limit s | cost | steps | ms/step | MiB | LP bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             " greedy cost | s | dag-greedy cost | s | MiB | SmoothE limit s | cost | steps | ms/step | passes | MiB |"
+             " LP bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| " + " | ".join(str(r.get(k, "")) for k in [
             "circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "edges", "info_s",
             "info_peak_mb",
             "greedy_cost", "greedy_s", "dag_greedy_cost", "dag_greedy_s", "dag_greedy_peak_mb", "limit_s",
-            "smoothe_cost", "smoothe_steps", "ms_per_step", "smoothe_peak_mb", "lp_lower_bound"]) + " |")
+            "smoothe_cost", "smoothe_steps", "ms_per_step", "edge_passes", "smoothe_peak_mb",
+            "lp_lower_bound"]) + " |")
     lines += growth(rows)
     (ROOT / "experiments" / "scale.md").write_text("\n".join(lines) + "\n")
 
@@ -159,6 +167,7 @@ def write(rows):
 GROWTH = [("info_s", "load+preprocess", "s", "nodes"), ("greedy_s", "greedy", "s", "nodes"),
           ("dag_greedy_s", "dag-greedy", "s", "nodes"), ("ms_per_step", "SmoothE step", "ms", "nodes"),
           ("ms_per_step", "SmoothE step, against edges", "ms", "edges"),
+          ("ms_per_step", "SmoothE step, against edge visits", "ms", "edge_visits"),
           ("info_peak_mb", "load+preprocess", "MiB", "nodes"), ("dag_greedy_peak_mb", "dag-greedy", "MiB", "nodes"),
           ("smoothe_peak_mb", "SmoothE", "MiB", "nodes")]
 COLOURS = ["#1b6ca8", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d5a97", "#30343f"]
@@ -183,6 +192,9 @@ def growth(rows):
         if key not in shortest or float(r["limit_s"]) < float(shortest[key]["limit_s"]):
             shortest[key] = r
     rows = list(shortest.values())
+    for r in rows:
+        # The class edges a step's forward pass visited (see `passes`).
+        r["edge_visits"] = float(r["edges"]) * float(r["edge_passes"]) if r.get("edge_passes") else ""
     def points_of(rows, column, unit, x):
         # Times under 0.05 s are start-up noise, not growth.
         return [(float(r[x]), float(r[column])) for r in rows
@@ -201,7 +213,8 @@ def growth(rows):
     lines = ["", "## Growth against e-nodes", "",
              "Least-squares slope of log(value) on log(e-nodes) (times under 0.05 s left out): 1 is linear"
              " growth. `against edges` fits SmoothE's step on the class edges its relaxation sweeps (after"
-             " preprocessing, as `smoothe info` counts them) instead. `all` pools every e-graph above; the other columns fit one circuit's sizes alone (two or"
+             " preprocessing, as `smoothe info` counts them) instead, and `against edge visits` on those edges"
+             " times `passes`: the work of a step's sweeps, so its slope is the cost of one edge visit's growth. `all` pools every e-graph above; the other columns fit one circuit's sizes alone (two or"
              " three points each, so rough). `scale.svg` plots the points and the pooled lines.", "",
              "| quantity | unit | points | slope, all | " + " | ".join(circuits) + " |",
              "|---|---|---|---|" + "---|" * len(circuits)]

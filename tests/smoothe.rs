@@ -197,3 +197,31 @@ fn a_run_reports_the_bytes_its_steps_copy_between_device_and_host() {
         }
     }
 }
+
+#[test]
+fn a_run_reports_how_often_its_sweeps_visit_each_edge() {
+    let passes = |text: &str, max_sweeps: usize| {
+        let g = graph(text);
+        let p = preprocess(&g).unwrap();
+        let mut s = quick(2);
+        s.config.max_sweeps = max_sweeps;
+        let out = extract::run(&s, &g, &p).unwrap();
+        out.details["edge_passes_per_step"].as_f64().expect("recorded")
+    };
+    // Without cycles, one pass visits every class edge once.
+    let tree = graph_json(
+        &[("r", "R", 1.0, &["a1", "b1"]), ("a1", "A", 1.0, &["b1"]), ("a2", "A", 3.0, &[]), ("b1", "B", 2.0, &[])],
+        &["R"],
+    );
+    assert_eq!(passes(&tree, 10), 1.0);
+    // Inside a cyclic component: once per fixed-point sweep (at least one,
+    // at most max_sweeps) and once for the derivatives.
+    let cyclic = cheap_cycle_json();
+    for max_sweeps in [1, 3, 10] {
+        let p = passes(&cyclic, max_sweeps);
+        assert!(p > 1.0 && p <= (max_sweeps + 1) as f64, "max_sweeps {max_sweeps}: {p}");
+    }
+    // Here every class edge enters the cycle of A and B: with one sweep,
+    // exactly two visits each.
+    assert_eq!(passes(&cyclic, 1), 2.0);
+}

@@ -59,10 +59,12 @@ impl Relaxation {
         let mut scratch = Scratch { t: Vec::new(), wi, wc };
         let mut probe = vec![0.0; w_];
         let mut sweeps = 0;
+        let mut edge_visits = 0u64;
         for comp in &self.components {
             if !comp.cyclic {
                 // Parents are final: value and local derivatives in one pass.
                 let c = comp.classes[0].index();
+                edge_visits += self.in_edges(c).len() as u64;
                 self.update_class_into(c, &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
                 class_prob[c * w_..(c + 1) * w_].copy_from_slice(&probe);
                 continue;
@@ -83,6 +85,8 @@ impl Relaxation {
                 }
             }
             sweeps = sweeps.max(n_sweeps);
+            let internal: usize = comp.classes.iter().map(|c| self.in_edges(c.index()).len()).sum();
+            edge_visits += (internal * (n_sweeps + 1)) as u64;
             // Local derivatives dP(c)/dt_e at the final probabilities.
             for &c in &comp.classes {
                 self.update_class_into(c.index(), &w, &class_prob, &mut probe, Some(&mut dfdt), &mut scratch, w_);
@@ -96,7 +100,7 @@ impl Relaxation {
             }
         }
         let (penalty, dhdt) = self.penalty(&w, &class_prob, w_);
-        Forward { width, q, class_prob, node_prob, penalty, sweeps, w, dfdt, dhdt }
+        Forward { width, q, class_prob, node_prob, penalty, sweeps, edge_visits, w, dfdt, dhdt }
     }
 
     /// Recomputes `P(c)` in place from its incoming edges; returns the

@@ -211,6 +211,12 @@ pub struct Forward {
     pub penalty: Vec<f64>,
     /// Largest number of sweeps any cyclic component needed.
     pub sweeps: usize,
+    /// Class edges the pass visited: each edge into an acyclic class once,
+    /// each edge into a cyclic component's class once per sweep and once
+    /// more for the local derivatives. [`Relaxation::num_edges`] on a graph
+    /// without cycles; up to `max_sweeps + 1` times it on one cyclic
+    /// component.
+    pub edge_visits: u64,
     w: Vec<f64>,
     dfdt: Vec<f64>,
     /// The penalty's derivative by `t_e`, `[penalty edges, width]`.

@@ -30,7 +30,22 @@ pub struct RelaxOp {
     relax: Arc<Relaxation>,
     chunks: usize,
     state: Mutex<Option<Vec<Forward>>>,
-    host_bytes: Option<Arc<AtomicU64>>,
+    counters: Option<Arc<OpCounters>>,
+}
+
+/// What a run's steps add up across its ops: see
+/// [`RelaxOp::counting`].
+#[derive(Debug, Default)]
+pub struct OpCounters {
+    /// Bytes copied between a device and the host (both ways, forward
+    /// and backward): zero on the CPU. The sweep has no device kernel
+    /// yet, so on a GPU every step copies.
+    pub host_bytes: AtomicU64,
+    /// Class edges the forward sweeps visited, summed over the batch's
+    /// column chunks (see [`Forward::edge_visits`]).
+    pub edge_visits: AtomicU64,
+    /// Forward passes, one per column chunk.
+    pub forwards: AtomicU64,
 }
 
 impl RelaxOp {
@@ -38,20 +53,19 @@ impl RelaxOp {
     /// pieces (one per worker), or more where a piece would be wider than
     /// [`MAX_CHUNK_COLUMNS`].
     pub fn new(relax: Arc<Relaxation>, chunks: usize) -> Self {
-        RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None), host_bytes: None }
+        RelaxOp { relax, chunks: chunks.max(1), state: Mutex::new(None), counters: None }
     }
 
-    /// Adds to `counter` the bytes this op copies between a device and
-    /// the host (both ways, forward and backward): zero on the CPU. The
-    /// sweep has no device kernel yet, so on a GPU every step copies.
-    pub fn counting_host_bytes(mut self, counter: Arc<AtomicU64>) -> Self {
-        self.host_bytes = Some(counter);
+    /// Adds what this op does to `counters`: its host copies and its
+    /// forward sweeps' edge visits.
+    pub fn counting(mut self, counters: Arc<OpCounters>) -> Self {
+        self.counters = Some(counters);
         self
     }
 
     fn count(&self, tensors_elements: usize, dtype: DType) {
-        if let Some(c) = &self.host_bytes {
-            c.fetch_add((tensors_elements * dtype.size_in_bytes()) as u64, Ordering::Relaxed);
+        if let Some(c) = &self.counters {
+            c.host_bytes.fetch_add((tensors_elements * dtype.size_in_bytes()) as u64, Ordering::Relaxed);
         }
     }
 
@@ -156,6 +170,10 @@ impl CustomOp1 for RelaxOp {
                 &f.penalty
             }
         });
+        if let Some(c) = &self.counters {
+            c.edge_visits.fetch_add(forwards.iter().map(|f| f.edge_visits).sum(), Ordering::Relaxed);
+            c.forwards.fetch_add(forwards.len() as u64, Ordering::Relaxed);
+        }
         *self.state.lock().map_err(|_| candle_core::Error::Msg("relaxation state poisoned".into()))? = Some(forwards);
         Ok((from_f64(out, storage.dtype())?, Shape::from((nn + 1, batch))))
     }

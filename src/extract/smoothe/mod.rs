@@ -22,7 +22,7 @@ use crate::egraph::{EGraph, NodeIdx};
 use crate::extraction::Extraction;
 use crate::preprocess::Reduced;
 use crate::progress::Observer;
-use crate::relax::op::RelaxOp;
+use crate::relax::op::{OpCounters, RelaxOp};
 use crate::relax::{Iteration, Relaxation};
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -31,6 +31,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -173,8 +174,8 @@ struct Run<'a> {
     step_seconds: f64,
     cycles_seen: usize,
     restarts: usize,
-    /// Bytes the steps copied between the device and the host.
-    host_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// What the steps' relaxation ops did: host copies, edge visits.
+    counters: Arc<OpCounters>,
 }
 
 impl<'a> Run<'a> {
@@ -249,7 +250,7 @@ impl<'a> Run<'a> {
             step_seconds: 0.0,
             cycles_seen: 0,
             restarts: 0,
-            host_bytes: Default::default(),
+            counters: Default::default(),
         })
     }
 
@@ -268,16 +269,14 @@ impl<'a> Run<'a> {
                 .map(|u| (-(-u.ln()).ln()) as f32)
                 .collect();
             if !dev.is_cpu() {
-                self.host_bytes.fetch_add((u.len() * 4) as u64, std::sync::atomic::Ordering::Relaxed);
+                self.counters.host_bytes.fetch_add((u.len() * 4) as u64, Ordering::Relaxed);
             }
             scores = (scores + (Tensor::from_vec(u, (nn, batch), dev)? * cfg.gumbel)?)?;
         }
         if cfg.temperature != 1.0 {
             scores = (scores / cfg.temperature)?;
         }
-        let out = RelaxOp::new(self.relax.clone(), self.chunks)
-            .counting_host_bytes(self.host_bytes.clone())
-            .apply(&scores)?;
+        let out = RelaxOp::new(self.relax.clone(), self.chunks).counting(self.counters.clone()).apply(&scores)?;
         let probs = out.narrow(0, 0, nn)?;
         let penalty = out.narrow(0, nn, 1)?;
         let cost = self.model.expected(&probs)?;
@@ -372,8 +371,13 @@ impl<'a> Run<'a> {
         details.insert("steps".into(), json!(self.steps_done));
         details.insert("batch".into(), json!(self.batch));
         details.insert("ms_per_step".into(), json!(1000.0 * self.step_seconds / self.steps_done.max(1) as f64));
-        let host_bytes = self.host_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let host_bytes = self.counters.host_bytes.load(Ordering::Relaxed);
         details.insert("host_bytes_per_step".into(), json!(host_bytes as f64 / self.steps_done.max(1) as f64));
+        // How many times a forward pass swept each class edge, on average:
+        // 1 without cycles, up to max_sweeps + 1 inside cyclic components.
+        let forwards = self.counters.forwards.load(Ordering::Relaxed).max(1) as f64;
+        let visits = self.counters.edge_visits.load(Ordering::Relaxed) as f64;
+        details.insert("edge_passes_per_step".into(), json!(visits / forwards / self.relax.num_edges().max(1) as f64));
         details.insert("seconds_to_best".into(), json!(self.seconds_to_best));
         details.insert("restarts".into(), json!(self.restarts));
         details.insert("decodes_with_cycles".into(), json!(self.cycles_seen));
