@@ -55,7 +55,9 @@ VERDICTS = """
 
 # Pairs across two files, joined on (circuit, seed): (mechanism, file with
 # it, its column, file without it, its column, what the pair compares). A
-# pair whose files are not there yet is left out of the table.
+# pair whose files are not there yet is left out of the table. The file
+# with it may be several joined by `+`: the first holding a circuit and
+# seed gives its row.
 JOINED = [
     ("novelty filter (one label per feature row)", "frozen_start.csv", "best_label", "loop_nonovelty.csv", "best",
      "the loop at its defaults with the filter against the code without it (`NAME=loop_nonovelty ROUNDS=8 "
@@ -63,6 +65,11 @@ JOINED = [
     ("guided-search picks (6 a round)", "loop_nonovelty.csv", "best", "loop_nosearch.csv", "best",
      "the loop at its defaults against `search_picks = 0` (`NAME=loop_nosearch ROUNDS=8 PER_ROUND=25 "
      "EXPLORE=5 SEARCH=0 SEEDS=\"0 1 2\" round_size.py` with the build before their removal)"),
+    ("residual term (a Gaussian process on the ensemble's residuals)", "loop_current.csv+loop_nosearch.csv", "best",
+     "loop_noresidual.csv", "best",
+     "the loop at its defaults (`loop_nosearch.csv`; c7552 rerun on the current build as `loop_current.csv`, since "
+     "the baselines' fix changed its loop) against the code without the residual term's fit (`NAME=loop_noresidual "
+     "ROUNDS=8 PER_ROUND=25 EXPLORE=5 SEEDS=\"0 1 2\" round_size.py`)"),
 ]
 
 
@@ -75,7 +82,11 @@ def paired(path, a, b):
 
 def joined(path_a, a, path_b, b):
     """`paired` across two files, runs matched by circuit and seed."""
-    with_it = {(r["circuit"], r["seed"]): r[a] for r in csv.DictReader(open(HERE / path_a)) if r.get(a)}
+    with_it = {}
+    for path in path_a.split("+"):
+        for r in csv.DictReader(open(HERE / path)):
+            if r.get(a):
+                with_it.setdefault((r["circuit"], r["seed"]), r[a])
     return [(float(r[b]) - float(with_it[k])) / float(r[b]) * 100 for r in csv.DictReader(open(HERE / path_b))
             if r.get(b) and (k := (r["circuit"], r["seed"])) in with_it]
 
@@ -94,7 +105,7 @@ def main():
              for mech, stem, a, b, what in PAIRS for path in (f"{stem}.csv", f"{stem}-lib2.csv")
              if (HERE / path).exists()]
     pairs += [(mech, f"{pa}, {pb}", what, joined(pa, a, pb, b)) for mech, pa, a, pb, b, what in JOINED
-              if (HERE / pa).exists() and (HERE / pb).exists()]
+              if all((HERE / p).exists() for p in pa.split("+")) and (HERE / pb).exists()]
     for mech, path, what, d in pairs:
         n, m, se, t, lower, higher = stats(d)
         out.append(dict(mechanism=mech, source=path, compares=what, runs=n, mean_gain_pct=round(m, 3),
