@@ -8,7 +8,8 @@ experiments/exact.csv; rows already there (same suite, instance, method and
 limit) are kept and not rerun, so an interrupted run resumes.
 
 Environment: LIMIT (seconds, default 60), SUITES (space-separated suite
-names, default all), METHODS (default "ilp auto smoothe"), UNPROVEN=1 (only
+names, default all), INSTANCES (space-separated instance names, default
+all), METHODS (default "ilp auto smoothe"), UNPROVEN=1 (only
 instances no ilp row in exact.csv proved optimal), REDO=1 (run again the rows
 already in exact.csv, replacing them, as after a change of the program; an
 interrupted REDO run starts over), REPORT=1 (only rewrite exact.md from
@@ -29,6 +30,7 @@ CSV = ROOT / "experiments" / "exact.csv"
 MD = ROOT / "experiments" / "exact.md"
 LIMIT = float(os.environ.get("LIMIT", "60"))
 SUITES = os.environ.get("SUITES", "").split()
+INSTANCES = os.environ.get("INSTANCES", "").split()
 METHODS = os.environ.get("METHODS", "ilp auto smoothe").split()
 FIELDS = ["suite", "instance", "method", "limit", "dag_cost", "status", "lower_bound", "gap", "smoothe_cost",
           "seconds", "wall_seconds", "valid"]
@@ -65,7 +67,7 @@ def measure():
     proven = {(r["suite"], r["instance"]) for r in rows if r["method"] == "ilp" and r["status"] == "optimal"}
     for graph in sorted((SHARED / "datasets").glob("*/*.json")):
         suite, instance = graph.parent.name, graph.stem
-        if SUITES and suite not in SUITES:
+        if SUITES and suite not in SUITES or INSTANCES and instance not in INSTANCES:
             continue
         if os.environ.get("UNPROVEN") and (suite, instance) in proven:
             continue
