@@ -1,7 +1,8 @@
 """What the ABC-oracle experiments (ablation.py, transfer.py, landscape.py,
 measured.py, polish.py) share: paths, the smoothe binary under test, running
 a command or a pool of tasks, measuring an extraction with the oracle (ABC
-area by default), rank correlation, and table and CSV helpers."""
+area by default), refitting a label log with no call, rank correlation, and
+table and CSV helpers."""
 import csv
 import json
 import os
@@ -107,6 +108,22 @@ def read_label(line):
     metrics = label.get("metrics") or {}
     label.setdefault("cost", metrics.get("cost", metrics.get(METRIC)))
     return label
+
+
+def refit(d, graph_path, lines, stem, seed, binary=BIN):
+    """The last round's test report of `train-cost --initial 0 --rounds 0`
+    by `binary` on a label log of `lines` (written to `d`/STEM.labels.jsonl;
+    kept, so a rerun reads it back): a fresh fit with no oracle call, which
+    is checked (every label must already be in the log)."""
+    log, rounds = d / f"{stem}.labels.jsonl", d / f"{stem}.rounds.json"
+    if not rounds.exists():
+        log.write_text("".join(lines))
+        run([binary, "train-cost", "--oracle", ORACLE, "--budget", len(lines), "--initial", 0, "--rounds", 0,
+             "--seed", seed, "--threads", 1, "-q", "--labels", log, "--out", d / f"{stem}.safetensors", graph_path])
+    last = json.load(open(rounds))[-1]
+    if last["labels"] != len(lines) or len(log.read_text().splitlines()) != len(lines):
+        raise RuntimeError(f"{log}: the refit called the oracle (stale labels?)")
+    return last["report"]
 
 
 def label_costs(log):

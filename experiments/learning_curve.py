@@ -29,8 +29,7 @@ import sys
 
 import numpy as np
 
-from abc_common import (BIN, HERE, ORACLE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_label, read_rows,
-                        run, spearman)
+from abc_common import HERE, ROOT, SHARED, main_over_loops, mean, oracle_label, read_label, read_rows, refit, spearman
 from selection_models import gp, in_test_split, labels
 
 NAME = os.environ.get("NAME", "learning_curve")
@@ -39,22 +38,6 @@ PAR = int(os.environ.get("PAR", "2"))
 FRACTIONS = [0.25, 0.5, 0.75, 1.0]
 REPEATS = int(os.environ.get("REPEATS", "2"))
 TARGET = 0.8
-
-
-def refit(d, graph_path, lines, tag, seed):
-    """The test split size and Spearman of `train-cost` refitted, with no
-    call, on a label log of `lines` (written to `d`/curve.TAG.labels.jsonl)."""
-    log = d / f"curve.{tag}.labels.jsonl"
-    out = d / f"curve.{tag}.safetensors"
-    rounds = d / f"curve.{tag}.rounds.json"
-    if not rounds.exists():
-        log.write_text("".join(lines))
-        run([BIN, "train-cost", "--oracle", ORACLE, "--budget", len(lines), "--initial", 0, "--rounds", 0,
-             "--seed", seed, "--threads", 1, "-q", "--labels", log, "--out", out, graph_path])
-    last = json.load(open(rounds))[-1]
-    if last["labels"] != len(lines) or len(log.read_text().splitlines()) != len(lines):
-        raise RuntimeError(f"{log}: the refit called the oracle (stale labels?)")
-    return last["report"]["test"], last["report"]["test_spearman"]
 
 
 def one(task):
@@ -78,7 +61,8 @@ def one(task):
             keep = [i for i in range(len(y)) if i < 3 or test[i] or i in subset]
             # The loop's own seed: the refit recomputes the loop's starts (the
             # linear-SmoothE one depends on the seed) to keep them out of its test split.
-            n_test, rho = refit(d, graph_path, [lines[i] for i in keep], f"{int(fraction * 100)}.{r}", seed)
+            report = refit(d, graph_path, [lines[i] for i in keep], f"curve.{int(fraction * 100)}.{r}", seed)
+            n_test, rho = report["test"], report["test_spearman"]
             if n_test != int(test.sum()):
                 raise RuntimeError(f"{d}: the refit's test split has {n_test} labels, the loop's {int(test.sum())}")
             ensemble.append(rho)

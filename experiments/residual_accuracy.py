@@ -18,12 +18,11 @@ Spearman is listed beside them. Writes experiments/NAME.csv and NAME.md.
   python3 experiments/residual_accuracy.py --report    # redraw the table only
 """
 import json
-import math
 import os
 import sys
 
-from abc_common import BIN, HERE, ORACLE, ROOT, SHARED, finished_loops, mean, read_label, read_rows, run, run_all, \
-    write_rows
+from abc_common import HERE, ROOT, SHARED, finished_loops, read_label, read_rows, refit, run_all, write_rows
+from mechanisms import stats
 
 NAME = os.environ.get("NAME", "residual_accuracy")
 RUNS = os.environ.get("RUNS", "loop_current loop_nosearch").split()
@@ -31,26 +30,12 @@ WITHOUT_BIN = os.environ.get("WITHOUT_BIN", "")
 PAR = int(os.environ.get("PAR", "2"))
 
 
-def refit(binary, d, graph_path, seed, tag):
-    """The test report of `binary`'s refit, with no call, of the loop in `d`."""
-    lines = [line for line in open(d / "loop.labels.jsonl") if read_label(line).get("cost") is not None]
-    log, rounds = d / f"refit.{tag}.labels.jsonl", d / f"refit.{tag}.rounds.json"
-    if not rounds.exists():
-        log.write_text("".join(lines))
-        run([binary, "train-cost", "--oracle", ORACLE, "--budget", len(lines), "--initial", 0, "--rounds", 0,
-             "--seed", seed, "--threads", 1, "-q", "--labels", log, "--out", d / f"refit.{tag}.safetensors",
-             graph_path])
-    last = json.load(open(rounds))[-1]
-    if last["labels"] != len(lines) or len(log.read_text().splitlines()) != len(lines):
-        raise RuntimeError(f"{log}: the refit called the oracle (stale labels?)")
-    return last["report"]
-
-
 def one(task):
     circuit, seed, d = task
     graph_path = SHARED / f"{circuit}.json"
-    with_it = refit(BIN, d, graph_path, seed, "with")
-    without = refit(WITHOUT_BIN, d, graph_path, seed, "without")
+    lines = [line for line in open(d / "loop.labels.jsonl") if read_label(line).get("cost") is not None]
+    with_it = refit(d, graph_path, lines, "refit.with", seed)
+    without = refit(d, graph_path, lines, "refit.without", seed, binary=WITHOUT_BIN)
     if with_it["test"] != without["test"]:
         raise RuntimeError(f"{d}: test splits differ ({with_it['test']} and {without['test']} labels)")
     loop = json.load(open(d / "loop.rounds.json"))[-1]["report"]
@@ -60,14 +45,6 @@ def one(task):
                mae_without=round(without["test_mae"], 3))
     print(row, file=sys.stderr)
     return row
-
-
-def paired(rows, a, b):
-    """Mean of b - a over the rows, its standard error and t."""
-    d = [r[b] - r[a] for r in rows]
-    m = mean(d)
-    se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) if len(d) > 1 else float("nan")
-    return m, se, (m / se if se > 0 else float("nan")), sum(x > 0 for x in d), sum(x < 0 for x in d)
 
 
 def report():
@@ -84,14 +61,13 @@ def report():
         lines.append(f"| {r['run']} | {r['circuit']} | {r['seed']} | {r['test']} | {r['loop_spearman']:.3f} | "
                      f"{r['spearman_with']:.3f} | {r['spearman_without']:.3f} | {r['mae_with']:.2f} | "
                      f"{r['mae_without']:.2f} |")
-    m, se, t, up, down = paired(rows, "spearman_without", "spearman_with")
+    n, m, se, t, up, down = stats([r["spearman_with"] - r["spearman_without"] for r in rows])
     lines += ["", f"- Test Spearman, with less without: mean {m:+.3f}, standard error {se:.3f}, t {t:.1f};"
-                  f" higher with it on {up} of {len(rows)}, lower on {down}."]
-    rel = [(r["mae_without"] - r["mae_with"]) / r["mae_without"] * 100 for r in rows if r["mae_without"] > 0]
-    mr = mean(rel)
-    sr = math.sqrt(sum((x - mr) ** 2 for x in rel) / (len(rel) - 1) / len(rel))
-    lines.append(f"- Test MAE, relative reduction with it: mean {mr:+.1f}%, standard error {sr:.1f}%, t {mr / sr:.1f};"
-                 f" lower with it on {sum(x > 0 for x in rel)} of {len(rel)}, higher on {sum(x < 0 for x in rel)}.")
+                  f" higher with it on {up} of {n}, lower on {down}."]
+    n, m, se, t, lower, higher = stats([(r["mae_without"] - r["mae_with"]) / r["mae_without"] * 100 for r in rows
+                                   if r["mae_without"] > 0])
+    lines.append(f"- Test MAE, relative reduction with it: mean {m:+.1f}%, standard error {se:.1f}%, t {t:.1f};"
+                 f" lower with it on {lower} of {n}, higher on {higher}.")
     (HERE / f"{NAME}.md").write_text("\n".join(lines) + "\n")
 
 
