@@ -27,6 +27,14 @@ Per circuit and seed, with ABC mapping through examples/oracles/abc_metrics.sh
    skips it. With ANNEAL_CSV=earlier.csv, that run's annealing answers at
    the same targets are scored instead of annealing again.
 
+For a paired ablation (two builds, SMOOTHE_BIN): THREADS=1 gives the loop
+and the extractions one worker thread (the loop is then deterministic);
+TRAIN_ONLY=1 stops after training, so that both arms train side by side;
+the arms' timed extractions then run side by side too, each on one core;
+BASELINES_FROM=NAME copies the baselines' extractions from
+experiments/out/NAME/, so that both arms score against the same points and
+targets.
+
 METRIC=power puts power (which abc_metrics.sh prints too) in place of area
 throughout: learned, minimised under the targets and scored.
 
@@ -34,6 +42,8 @@ throughout: learned, minimised under the targets and scored.
     SEEDS="0 1 2" CIRCUITS="esyn/C432" experiments/tradeoff.sh
     NAME=tradeoff-dch FLOW="strash; dch; map" experiments/tradeoff.sh
     NAME=tradeoff-power METRIC=power experiments/tradeoff.sh
+    THREADS=1 TRAIN_ONLY=1 BASELINES_FROM=tradeoff-seeds ANNEAL=0 \
+      SMOOTHE_BIN=<variant> NAME=tradeoff-nofront python3 experiments/tradeoff.py
     python3 experiments/tradeoff.py --report     # redraw from the CSV
 
 Writes experiments/NAME.csv, NAME.md and NAME.svg; scratch output (label
@@ -41,6 +51,7 @@ logs, extractions) goes to experiments/out/NAME/.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +69,9 @@ ANNEAL = os.environ.get("ANNEAL", "75")
 # Runs at a time (default 1: the 20-s extractions are timed, and two runs
 # share this 2-core machine's cores).
 PAR = int(os.environ.get("PAR", "1"))
+THREADS = os.environ.get("THREADS", "0")
+TRAIN_ONLY = os.environ.get("TRAIN_ONLY") == "1"
+BASELINES_FROM = os.environ.get("BASELINES_FROM")
 # The metric minimised under the delay target (the oracle prints area, delay and power).
 M = os.environ.get("METRIC", "area")
 ORACLE = f"ABC_SCRIPT='{FLOW}' {ROOT / 'examples' / 'oracles' / 'abc_metrics.sh'}"
@@ -80,7 +94,7 @@ def measure(graph, extraction):
 
 def extract(graph, out, seed, *args):
     """`smoothe extract` into `out`; its result file."""
-    run([BIN, "extract", "-q", "--seed", seed, "--time-limit", LIMIT, "-o", out, *args, graph])
+    run([BIN, "extract", "-q", "--seed", seed, "--threads", THREADS, "--time-limit", LIMIT, "-o", out, *args, graph])
     return json.loads(out.read_text())
 
 
@@ -93,6 +107,9 @@ def one(task):
     points = {}
     for m in BASELINES:
         out = d / f"{m}.json"
+        shared = BASELINES_FROM and HERE / "out" / BASELINES_FROM / d.name / f"{m}.json"
+        if shared and not out.exists() and shared.exists():
+            shutil.copyfile(shared, out)
         # Baselines and annealing results already in the run folder are
         # reused, so a rerun changes only the model's answers.
         if not out.exists():
@@ -105,7 +122,9 @@ def one(task):
         # A model already in the run folder is reused: delete the folder to retrain.
         if not model.exists():
             run([BIN, "train-cost", "-q", "--oracle", ORACLE, "--metric", f"{M},delay", "--budget", BUDGET, "--seed", seed,
-                 "--force", "--out", model, graph])
+                 "--threads", THREADS, "--force", "--out", model, graph])
+        if TRAIN_ONLY:
+            return []
         fit = model_meta(model)["timing"]
         use = ["--model", model]
         objective = ["--objective", M]
@@ -120,6 +139,10 @@ def one(task):
         objective = []
     fit_cols = {"fit_relative_mae": fit and fit["test_relative_mae"], "fit_spearman": fit and fit["test_spearman"],
                 "unit_depth_spearman": fit and fit["test_spearman_unit_depth"]}
+    # The loop's own time (its rounds' seconds), where train-cost ran.
+    rounds = d / "model.rounds.json"
+    fit_cols["loop_seconds"] = round(sum(r["seconds"] for r in json.loads(rounds.read_text())), 1) \
+        if MODEL == "train-cost" and rounds.exists() else None
     rows = [{**base, "kind": m, "target": None, M: v[M], "delay": v["delay"], "predicted_delay": None,
              f"reference_{M}": None, "met": None, "gain": None, **fit_cols} for m, v in points.items()]
     delays = [v["delay"] for v in points.values()]
@@ -166,7 +189,9 @@ def one(task):
     if use is None:
         return rows
     out = d / "fastest.json"
-    result = extract(graph, out, seed, "--objective", "delay", *use)
+    # Reused when newer than the model, as the answers to the targets are.
+    fresh = out.exists() and out.stat().st_mtime > Path(use[1]).stat().st_mtime
+    result = json.loads(out.read_text()) if fresh else extract(graph, out, seed, "--objective", "delay", *use)
     got = measure(graph, out)
     rows.append({**base, "kind": "objective-delay", "target": None, M: got[M], "delay": got["delay"],
                  "predicted_delay": result["delay"], f"reference_{M}": None,
@@ -310,6 +335,8 @@ def main():
     if "--report" not in sys.argv:
         tasks = [(c, s) for c in CIRCUITS for s in SEEDS]
         rows = [r for rs in run_all(one, tasks, PAR) for r in rs]
+        if TRAIN_ONLY:
+            return
         write_rows(csv_path, rows)
     report(read_rows(csv_path))
 
