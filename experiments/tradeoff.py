@@ -92,6 +92,12 @@ def measure(graph, extraction):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def newer(out, than):
+    """Whether the file `out` exists and was written after `than`: an answer
+    newer than the model (or fitted delays) it used is reused."""
+    return out.exists() and out.stat().st_mtime > Path(than).stat().st_mtime
+
+
 def extract(graph, out, seed, *args):
     """`smoothe extract` into `out`; its result file."""
     run([BIN, "extract", "-q", "--seed", seed, "--threads", THREADS, "--time-limit", LIMIT, "-o", out, *args, graph])
@@ -123,8 +129,6 @@ def one(task):
         if not model.exists():
             run([BIN, "train-cost", "-q", "--oracle", ORACLE, "--metric", f"{M},delay", "--budget", BUDGET, "--seed", seed,
                  "--threads", THREADS, "--force", "--out", model, graph])
-        if TRAIN_ONLY:
-            return []
         fit = model_meta(model)["timing"]
         use = ["--model", model]
         objective = ["--objective", M]
@@ -137,6 +141,8 @@ def one(task):
         fit = json.loads(p.stdout)
         use = ["--op-delays", d / "delays.json"]
         objective = []
+    if TRAIN_ONLY:
+        return []
     fit_cols = {"fit_relative_mae": fit and fit["test_relative_mae"], "fit_spearman": fit and fit["test_spearman"],
                 "unit_depth_spearman": fit and fit["test_spearman_unit_depth"]}
     # The loop's own time (its rounds' seconds), where train-cost ran.
@@ -160,7 +166,7 @@ def one(task):
         if use is not None:
             out = d / f"target{k}.json"
             # An answer newer than the model, to the same target, is reused.
-            fresh = out.exists() and out.stat().st_mtime > Path(use[1]).stat().st_mtime and \
+            fresh = newer(out, use[1]) and \
                 json.loads(out.read_text())["constraints"][0]["bound"] == t
             result = json.loads(out.read_text()) if fresh else \
                 extract(graph, out, seed, "--constraint", f"delay<={t}", *use, *objective)
@@ -189,9 +195,8 @@ def one(task):
     if use is None:
         return rows
     out = d / "fastest.json"
-    # Reused when newer than the model, as the answers to the targets are.
-    fresh = out.exists() and out.stat().st_mtime > Path(use[1]).stat().st_mtime
-    result = json.loads(out.read_text()) if fresh else extract(graph, out, seed, "--objective", "delay", *use)
+    result = json.loads(out.read_text()) if newer(out, use[1]) else \
+        extract(graph, out, seed, "--objective", "delay", *use)
     got = measure(graph, out)
     rows.append({**base, "kind": "objective-delay", "target": None, M: got[M], "delay": got["delay"],
                  "predicted_delay": result["delay"], f"reference_{M}": None,
@@ -303,6 +308,11 @@ def report(rows):
             f"{100 * mean([r['fit_relative_mae'] for r in fastest]):.2f}%, Spearman "
             f"{mean([r['fit_spearman'] for r in fastest]):.3f} (unit depth: "
             f"{mean([r['unit_depth_spearman'] for r in fastest]):.3f})"]
+        timed = [float(r["loop_seconds"]) for r in fastest if r.get("loop_seconds") not in (None, "")]
+        if timed:
+            threads = {"0": "a thread per core", "1": "one thread"}.get(THREADS, f"{THREADS} threads")
+            lines[-1:-1] = [f"- the loop's time (its rounds' seconds, {threads}): mean {mean(timed):.0f} s over "
+                            f"{len(timed)} runs"]
     has_model = bool(targets)
     header = ["circuit", "seed", "greedy", "dag-greedy", "depth-greedy", "SmoothE"] + \
         (["fit Spearman (unit)"] if has_model else []) + ["T", f"reference {M}"] + \
