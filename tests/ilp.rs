@@ -134,6 +134,21 @@ fn a_time_limited_solve_keeps_its_incumbent_and_reports_an_honest_bound() {
 }
 
 #[test]
+fn a_presolve_that_contradicts_the_incumbent_is_not_trusted() {
+    let Some(shared) = shared_datasets() else { return };
+    // esyn/c7552: on some machines HiGHS 1.16's presolve declares this
+    // program infeasible within seconds, though dag-greedy's extraction is
+    // feasible. The solve must still end with an answer and an honest bound.
+    let g = smoothe::load::load_file(&shared.join("esyn/c7552.json")).unwrap();
+    let problem = preprocess(&g).unwrap();
+    let greedy = extract::run(&extract::DagGreedy, &g, &problem).unwrap();
+    let out = extract::run(extract::by_name("ilp", &opts(8.0)).unwrap().as_ref(), &g, &problem).unwrap();
+    assert!(out.dag_cost <= greedy.dag_cost, "worse than its dag-greedy incumbent");
+    let bound = number(&out, "lower_bound");
+    assert!(bound > 0.0 && bound <= out.dag_cost, "bound {bound}, cost {}", out.dag_cost);
+}
+
+#[test]
 fn the_cli_reports_bounds_and_refuses_nonlinear_costs_for_exact_methods() {
     let Some(shared) = shared_datasets() else { return };
     let graph_path = shared.join("egg/math_powers.json");

@@ -23,6 +23,11 @@
 //! HiGHS as a MIP start: HiGHS 1.16 evaluates such a start wrongly after
 //! presolve (on herbie/6439 it declared dag-greedy's 4491 optimal, where
 //! SmoothE finds 3403).
+//!
+//! HiGHS's presolve can also contradict the incumbent outright, declaring
+//! the program infeasible (solutions it finds break a row once mapped back
+//! to the original program). Nothing from such a solve is trusted: the
+//! program is solved again without presolve in the time left.
 
 use super::{DagGreedy, Extractor};
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
@@ -128,23 +133,27 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
     let floors = cost_floors(problem);
     let beyond = |n: NodeIdx| floors[n.index()] > upper + 1e-9 * upper.abs().max(1.0);
     let (rows, columns) = build(problem, beyond, true);
-    let mut model = rows.optimise(Sense::Minimise);
-    model.set_option("mip_rel_gap", 0.0);
-    if time_limit > 0.0 {
-        model.set_option("time_limit", time_limit);
-    }
+    let started = Instant::now();
     let status_line = format!("exact solve from {upper}");
-    let solved = with_clock(progress, time_limit, &status_line, || model.try_solve())
-        .map_err(|e| anyhow::anyhow!("HiGHS failed: {e:?}"))?;
+    let mut solved = run_highs(rows.clone(), time_limit, true, progress, &status_line)?;
+    if !solved_or_stopped(solved.status()) {
+        // The incumbent is feasible, so any other ending is HiGHS's presolve
+        // contradicting it, a known fault of HiGHS 1.16 (solutions that break
+        // a row once mapped back to the original program). Nothing it proved
+        // on that path is trusted: the program is solved again without
+        // presolve, in the time left.
+        let left = if time_limit > 0.0 { (time_limit - started.elapsed().as_secs_f64()).max(1e-3) } else { 0.0 };
+        log::warn!(
+            "HiGHS ended with status {:?} on a program whose incumbent is feasible; solving again without presolve ({})",
+            solved.status(),
+            if left > 0.0 { format!("{left:.0} s left") } else { "no time limit".into() }
+        );
+        solved = run_highs(rows, left, false, progress, &status_line)?;
+    }
     let status = match solved.status() {
         HighsModelStatus::Optimal => IlpStatus::Optimal,
-        // Any limit that stops the search early leaves its best and a bound.
-        HighsModelStatus::ReachedTimeLimit
-        | HighsModelStatus::ReachedInterrupt
-        | HighsModelStatus::ReachedIterationLimit
-        | HighsModelStatus::ReachedSolutionLimit
-        | HighsModelStatus::ReachedMemoryLimit => IlpStatus::TimeLimit,
-        other => bail!("HiGHS ended with status {other:?} on a graph with a valid extraction (a bug)"),
+        s if solved_or_stopped(s) => IlpStatus::TimeLimit,
+        other => bail!("HiGHS ended with status {other:?} on a graph with a valid extraction, even without presolve"),
     };
     let values = solved.get_solution().columns().to_vec();
     let found = columns.extraction(g, &values);
@@ -172,6 +181,41 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
     };
     let lower_bound = if status == IlpStatus::Optimal { cost } else { lower_bound };
     Ok(Certified { extraction, cost, lower_bound, status })
+}
+
+/// Whether HiGHS ended as a solve with a feasible program can: proven
+/// optimal, or stopped by a limit with its best and a bound.
+fn solved_or_stopped(status: HighsModelStatus) -> bool {
+    matches!(
+        status,
+        HighsModelStatus::Optimal
+            | HighsModelStatus::ReachedTimeLimit
+            | HighsModelStatus::ReachedInterrupt
+            | HighsModelStatus::ReachedIterationLimit
+            | HighsModelStatus::ReachedSolutionLimit
+            | HighsModelStatus::ReachedMemoryLimit
+    )
+}
+
+/// One HiGHS solve of `rows` to a zero gap, for at most `time_limit`
+/// seconds (0: none), with or without its presolve.
+fn run_highs(
+    rows: RowProblem,
+    time_limit: f64,
+    presolve: bool,
+    progress: &Observer,
+    status_line: &str,
+) -> Result<highs::SolvedModel> {
+    let mut model = rows.optimise(Sense::Minimise);
+    model.set_option("mip_rel_gap", 0.0);
+    if time_limit > 0.0 {
+        model.set_option("time_limit", time_limit);
+    }
+    if !presolve {
+        model.set_option("presolve", "off");
+    }
+    with_clock(progress, time_limit, status_line, || model.try_solve())
+        .map_err(|e| anyhow::anyhow!("HiGHS failed: {e:?}"))
 }
 
 /// The linear relaxation's optimum on `problem` (no integrality, no order
