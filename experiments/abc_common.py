@@ -222,16 +222,24 @@ def write_rows(path, rows):
 
 
 def with_kept_rows(path, rows):
-    """With KEEP=1 in the environment, the rows of the CSV at `path`, each
-    replaced in place by the row of `rows` with its (circuit, seed), then
-    the rest of `rows`: another seed adds to the last results instead of
-    replacing them. Without KEEP, `rows` alone."""
+    """With KEEP=1 in the environment, the rows of the CSV at `path`, those
+    of each (circuit, seed) that `rows` has replaced in place by its rows in
+    `rows`, then the rest of `rows`: another seed adds to the last results
+    instead of replacing them. Without KEEP, `rows` alone."""
     if not os.environ.get("KEEP") or not path.exists():
         return rows
-    new = {(r["circuit"], int(r["seed"])): r for r in rows}
-    old = read_rows(path)
-    merged = [new.pop((r["circuit"], r["seed"]), r) for r in old]
-    return merged + list(new.values())
+    new = {}
+    for r in rows:
+        new.setdefault((r["circuit"], int(r["seed"])), []).append(r)
+    merged, replaced = [], set()
+    for r in read_rows(path):
+        key = (r["circuit"], r["seed"])
+        if key in new:
+            merged += new.pop(key)
+            replaced.add(key)
+        elif key not in replaced:
+            merged.append(r)
+    return merged + [r for rs in new.values() for r in rs]
 
 
 def read_rows(path):

@@ -33,7 +33,8 @@ TRAIN_ONLY=1 stops after training, so that both arms train side by side;
 the arms' timed extractions then run side by side too, each on one core;
 BASELINES_FROM=NAME copies the baselines' extractions from
 experiments/out/NAME/, so that both arms score against the same points and
-targets.
+targets. KEEP=1 keeps the CSV's rows of the circuits and seeds not run this
+time, so that another seed adds to an arm's results.
 
 METRIC=power puts power (which abc_metrics.sh prints too) in place of area
 throughout: learned, minimised under the targets and scored.
@@ -56,7 +57,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from abc_common import BIN, CIRCUITS, HERE, ROOT, SHARED, mean, model_meta, read_rows, run, run_all, write_rows
+from abc_common import (BIN, CIRCUITS, HERE, ROOT, SHARED, mean, model_meta, read_rows, run, run_all, with_kept_rows,
+                        write_rows)
 
 NAME = os.environ.get("NAME", "tradeoff")
 FLOW = os.environ.get("FLOW", "strash; map")
@@ -213,14 +215,15 @@ def svg(rows, path):
     (named), the model's constrained answers as dots (blue: met, red: not),
     annealing's as open squares (green: met, red: not), targets as dashed
     lines."""
-    circuits = sorted({r["circuit"] for r in rows if r["seed"] == min(SEEDS)})
+    first = min(r["seed"] for r in rows)
+    circuits = sorted({r["circuit"] for r in rows if r["seed"] == first})
     w, h, pad, cols = 300, 220, 40, 3
     rows_n = (len(circuits) + cols - 1) // cols
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols * w}" height="{rows_n * h}" '
              'font-family="sans-serif" font-size="10">']
     for i, c in enumerate(circuits):
         ox, oy = (i % cols) * w, (i // cols) * h
-        mine = [r for r in rows if r["circuit"] == c and r["seed"] == min(SEEDS)]
+        mine = [r for r in rows if r["circuit"] == c and r["seed"] == first]
         xs = [r["delay"] for r in mine] + [r["target"] for r in mine if r["target"] is not None]
         ys = [r[M] for r in mine]
         x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
@@ -280,7 +283,7 @@ def report(rows):
     title = ": annealing with the oracle" if MODEL == "none" else " with learned delays"
     lines = [f"# {M.capitalize()} under a delay target{title} ({FLOW})", "",
              f"Written by `experiments/tradeoff.py` (NAME={NAME}, MODEL={MODEL}, seeds "
-             f"{' '.join(map(str, SEEDS))}, " + (f"{ANNEAL} annealing calls per target" if MODEL == "none" else
+             f"{' '.join(map(str, sorted({r['seed'] for r in rows})))}, " + (f"{ANNEAL} annealing calls per target" if MODEL == "none" else
                                                  f"{BUDGET if MODEL == 'train-cost' else SAMPLES} oracle calls per "
                                                  "circuit") + f", {LIMIT} s per extraction). ABC with `examples/oracles/cells.genlib` measures "
              f"({M}, delay). " + ("No model: oracle-in-the-loop annealing alone, the ceiling of what search with the oracle reaches "
@@ -347,7 +350,7 @@ def main():
         rows = [r for rs in run_all(one, tasks, PAR) for r in rs]
         if TRAIN_ONLY:
             return
-        write_rows(csv_path, rows)
+        write_rows(csv_path, with_kept_rows(csv_path, rows))
     report(read_rows(csv_path))
 
 
