@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
-BIN = ROOT / "target" / "release" / "smoothe"
+BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
 LIMIT = float(os.environ.get("LIMIT", "30"))
 SEED = os.environ.get("SEED", "0")
 SUITES = os.environ.get("SUITES", "").split()
