@@ -135,7 +135,7 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
     let (rows, columns) = build(problem, beyond, true);
     let started = Instant::now();
     let status_line = format!("exact solve from {upper}");
-    let mut solved = run_highs(rows.clone(), time_limit, true, progress, &status_line)?;
+    let mut solved = run_highs(rows, time_limit, true, progress, &status_line)?;
     if !solved_or_stopped(solved.status()) {
         // The incumbent is feasible, so any other ending is HiGHS's presolve
         // contradicting it, a known fault of HiGHS 1.16 (solutions that break
@@ -148,6 +148,10 @@ pub fn solve(problem: &Reduced, incumbent: &Extraction, time_limit: f64, progres
             solved.status(),
             if left > 0.0 { format!("{left:.0} s left") } else { "no time limit".into() }
         );
+        // Built again rather than kept as a copy: the copy would double every
+        // solve's program for a path taken rarely. The build is deterministic,
+        // so `columns` still maps its columns.
+        let (rows, _) = build(problem, beyond, true);
         solved = run_highs(rows, left, false, progress, &status_line)?;
     }
     let status = match solved.status() {
