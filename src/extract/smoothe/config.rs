@@ -75,7 +75,12 @@ pub struct SmoothEConfig {
     pub polish_passes: usize,
     /// Fixed-point tolerance inside cyclic components.
     pub tolerance: f64,
-    /// Most fixed-point sweeps inside a cyclic component.
+    /// Most fixed-point sweeps inside a cyclic component, in the forward
+    /// pass and again in the backward pass. A step costs up to
+    /// `max_sweeps + 1` acyclic passes over such a component's edges, so
+    /// this bounds the step's cost at a constant times the edges. The
+    /// iteration starts from zero, so stopping early leaves some class
+    /// probabilities below their fixed point.
     pub max_sweeps: usize,
 }
 
@@ -102,7 +107,7 @@ impl Default for SmoothEConfig {
             explore_seeds: 0.25,
             polish_passes: 20,
             tolerance: 1e-4,
-            max_sweeps: 10,
+            max_sweeps: 4,
         }
     }
 }
