@@ -28,9 +28,17 @@ CIRCUITS = os.environ.get("CIRCUITS", "mul8 mul16 add64 mul3 mul64").split()
 FIELDS = ["circuit", "node_limit", "classes", "nodes", "saturate_s", "saturate_peak_mb", "stop", "edges",
           "info_s", "info_peak_mb", "greedy_cost", "greedy_s", "greedy_peak_mb",
           "dag_greedy_cost", "dag_greedy_s", "dag_greedy_peak_mb", "limit_s", "smoothe_cost",
-          "smoothe_steps", "ms_per_step", "edge_passes", "smoothe_peak_mb", "lp_lower_bound"]
+          "smoothe_steps", "ms_per_step", "edge_passes", "smoothe_peak_mb", "lp_lower_bound", "machine"]
 SMOOTHE_FIELDS = ["limit_s", "smoothe_cost", "smoothe_steps", "ms_per_step", "edge_passes", "smoothe_peak_mb",
-                  "lp_lower_bound"]
+                  "lp_lower_bound", "machine"]
+
+
+def machine():
+    """This machine in a few words: CPU model, cores and memory."""
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 "unknown CPU")
+    kib = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
+    return f"{os.cpu_count()}-core {model}, {round(kib / 2**20)} GiB"
 
 
 def timed(cmd):
@@ -130,7 +138,7 @@ def run_smoothe(name, limit, graph, t):
     return {"limit_s": t, "smoothe_cost": r["dag_cost"], "smoothe_steps": r["steps"],
             "ms_per_step": round(r["ms_per_step"], 1), "edge_passes": round(r.get("edge_passes_per_step", 0), 2) or "",
             "smoothe_peak_mb": round(mb),
-            "lp_lower_bound": r.get("lower_bound", "")}
+            "lp_lower_bound": r.get("lower_bound", ""), "machine": machine()}
 
 
 def write(rows):
@@ -138,16 +146,16 @@ def write(rows):
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
+    machines = list(dict.fromkeys(r.get("machine") or "an earlier machine" for r in rows))
     lines = ["# Time and memory against e-graph size", "",
-             "Made by `experiments/scale.sh` on a 2-core Intel Xeon virtual machine with 24 GiB and no GPU."
+             f"Made by `experiments/scale.sh` on {' and '.join('a ' + m for m in machines)} (no GPU)."
              " E-graphs from `smoothe saturate` at each node limit; "
              "times are wall seconds of the whole command, memory its peak resident set (MiB). "
              "SmoothE: `--batch 8`, its time limit includes its dag-greedy start; its MiB include the linear"
              " relaxation that bounds its answer (`LP bound`, blank where the LP did not solve within 10 s)."
              " `passes`: how many times a forward pass visited each class edge on average"
              " (`edge_passes_per_step` of the result: 1 without cycles; inside a cyclic component once per"
-             " fixed-point sweep, at most `--max-sweeps`, and once more for the derivatives; blank for rows"
-             " measured before the result reported it).", "",
+             " fixed-point sweep, at most `--max-sweeps` (4), and once more for the derivatives).", "",
              "| circuit | limit | classes | nodes | saturate s | MiB | edges swept | load+preprocess s | MiB |"
              " greedy cost | s | dag-greedy cost | s | MiB | SmoothE limit s | cost | steps | ms/step | passes | MiB |"
              " LP bound |",
@@ -170,24 +178,36 @@ NOTES = """
 ## The cyclic fixed point at size
 
 On mul8 at 100k and 300k nodes, most classes form one cyclic component
-(12,052 of 15,008 and 27,542 of 31,937 classes after preprocessing; at
-10k no component holds most classes, though smaller cyclic ones bring its
-`passes` to 3.4). Inside it the forward pass iterates to a fixed point from zero,
-and the backward pass solves its adjoint the same way, each stopping at
-`--max-sweeps` (10). Printed from a build instrumented for it, every step
-of a 10-s run at `--batch 8` took all 10 sweeps in both passes, and the
-largest change of a class probability in the tenth forward sweep was still
-0.04 to 0.06 (tolerance 1e-4). So a step there costs about ten acyclic
-passes, which is what `passes` now reports, and what makes mul8's step
-grow faster than its edges.
+(12,052 of 15,008 and 27,542 of 31,937 classes after preprocessing).
+Inside it the forward pass iterates to a fixed point from zero, and the
+backward pass solves its adjoint the same way, each stopping at
+`--max-sweeps`. At the earlier cap of 10, every step of a 10-s run at
+`--batch 8` took all 10 sweeps in both passes, and the largest change of a
+class probability in the tenth forward sweep was still 0.04 to 0.06
+(tolerance 1e-4): a step there cost about eleven acyclic passes, and
+`passes` grew with size as saturation closed more cycles (mul8 3.3 at 10k
+to 10.0 at 300k, mul3 4.3 to 10.6), bounded by the cap.
+
+The cap is now 4 (`sweeps.md`, `sweeps.sh`): on the saturated graphs at
+30 s a step takes 0.73 to 0.84 times as long where the cap of 10 was
+reached, and the answers are the same or better (mul8 at 100k 1283
+against 1291, at 300k 1178 against 1185); a cap of 2 is much worse there
+(1408 and 1437). `linear.sh` on all 98 shared e-graphs moved within the
+spread of seeds.
+
+On this machine the cap hardly moves the pooled slope: the same 30-s runs
+at `--max-sweeps 10` (`extract --method smoothe --batch 8 --time-limit 30
+--max-sweeps 10` on each of the 16 graphs) fit 1.06 against edges, against
+1.05 at 4; mul8 alone 1.29 against 1.22, add64 1.21 against 1.08. The 1.12
+measured at the cap of 10 on the first machine, an Intel Xeon, came from
+that machine as much as from the sweeps: a step's time varies by up to a
+quarter between runs here (mul8 at 100k, cap 10: 57.6 and 73.6 ms), so a
+slope differs by a few hundredths from run to run.
 
 Fitted against edge visits (edges times `passes`) instead of edges, the
 step's pooled slope is below 1 (the table above): one visit costs no more
-on a large graph than on a small one. The step's slope against edges
-comes from `passes`, which grows with size on these graphs as saturation
-closes more cycles (mul8 3.4 at 10k to 10.0 at 300k; mul64 1.0 at 100k
-to 3.1 at 1M) and is bounded by `--max-sweeps` + 1 (11), so the step is
-at most a constant times linear in edges.
+on a large graph than on a small one, and the step is at most a constant
+(`--max-sweeps` + 1) times linear in edges.
 
 Tried and not adopted: sweeping the component in the reverse post-order of
 a depth-first search from its entries instead of breadth-first. The tenth
