@@ -8,16 +8,15 @@ default batch), then the saturated scale e-graphs that scale.sh caches
 cache lacks them). Writes experiments/sweeps.csv and sweeps.md.
 """
 import csv
-import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "experiments"))
+from linear import extract_checked  # noqa: E402
+
 SHARED = ROOT.parent / "shared" / "datasets"
-BIN = Path(os.environ.get("SMOOTHE_BIN", ROOT / "target" / "release" / "smoothe"))
 CACHE = Path(os.environ.get("SCALE_CACHE", Path.home() / ".cache" / "smoothe-scale"))
 CAPS = [int(c) for c in os.environ.get("CAPS", "10 4 2").split()]
 LIMIT = float(os.environ.get("LIMIT", "15"))
@@ -35,12 +34,11 @@ FIELDS = ["instance", "max_sweeps", "limit_s", "batch", "dag_cost", "steps", "ms
 
 def run(graph, cap, limit, batch):
     """One `extract --method smoothe` at `cap`: its row, checked by `smoothe check`."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [BIN, "extract", "--method", "smoothe", "--max-sweeps", cap, "--time-limit", limit, "-q", "-o",
-               out.name, graph] + (["--batch", batch] if batch else [])
-        subprocess.run(list(map(str, cmd)), check=True, capture_output=True)
-        r = json.load(open(out.name))
-        valid = subprocess.run([str(BIN), "check", str(graph), out.name], capture_output=True).returncode == 0
+    args = ["--method", "smoothe", "--max-sweeps", str(cap), "--time-limit", f"{limit:g}"]
+    done = extract_checked(graph, args + (["--batch", str(batch)] if batch else []))
+    if done is None:
+        sys.exit(f"{graph}: extract failed at --max-sweeps {cap}")
+    r, _, valid = done
     return {"max_sweeps": cap, "limit_s": limit, "batch": r["batch"], "dag_cost": r["dag_cost"],
             "steps": r["steps"], "ms_per_step": round(r["ms_per_step"], 1),
             "edge_passes": round(r["edge_passes_per_step"], 2), "valid": valid}
