@@ -10,9 +10,13 @@
 //!   constants `true`/`false`/`0`/`1`, any other leaf is a named input.
 //!
 //! Every gate has at most two inputs except MAJ3 (`xor3` becomes two chained
-//! XOR2), and the operands of symmetric gates are sorted by signal name, so
-//! two extractions that differ only in operand order give the same netlist
-//! (ABC's mapped area changes with operand order alone).
+//! XOR2, the first two operands first). Operands are written in the order
+//! the chosen e-node lists them, so a netlist is the extraction as chosen:
+//! the input circuit that `smoothe saturate` records exports with the
+//! input's own operand order, and maps to the input's own area wherever
+//! saturation merged none of its signals (ABC's mapped area changes with
+//! operand order alone, so two extractions that differ only in the order
+//! of a symmetric gate's operands are two netlists).
 
 use crate::egraph::{ClassIdx, EGraph, NodeIdx};
 use crate::extraction::OriginalExtraction;
@@ -157,17 +161,17 @@ fn node_signal(
     Ok(match op {
         "*" | "and" => {
             arity(2)?;
-            gate(gates, &sorted(wires(op)?), &name, &["11"]);
+            gate(gates, &wires(op)?, &name, &["11"]);
             Signal::Wire(name)
         }
         "+" | "or" => {
             arity(2)?;
-            gate(gates, &sorted(wires(op)?), &name, &["1-", "-1"]);
+            gate(gates, &wires(op)?, &name, &["1-", "-1"]);
             Signal::Wire(name)
         }
         "^" | "xor" => {
             arity(2)?;
-            gate(gates, &sorted(wires(op)?), &name, &["10", "01"]);
+            gate(gates, &wires(op)?, &name, &["10", "01"]);
             Signal::Wire(name)
         }
         "!" | "not" => {
@@ -177,24 +181,24 @@ fn node_signal(
         }
         "xor3" => {
             arity(3)?;
-            let w = sorted(wires(op)?);
+            let w = wires(op)?;
             let mid = format!("{name}_x");
             gate(gates, &w[..2], &mid, &["10", "01"]);
-            gate(gates, &sorted(vec![mid, w[2].clone()]), &name, &["10", "01"]);
+            gate(gates, &[mid, w[2].clone()], &name, &["10", "01"]);
             Signal::Wire(name)
         }
         "maj" => {
             arity(3)?;
-            gate(gates, &sorted(wires(op)?), &name, &["11-", "1-1", "-11"]);
+            gate(gates, &wires(op)?, &name, &["11-", "1-1", "-11"]);
             Signal::Wire(name)
         }
         "fa" => {
             arity(3)?;
-            let w = sorted(wires(op)?);
+            let w = wires(op)?;
             let (sum, carry) = (format!("{name}_s"), format!("{name}_c"));
             let mid = format!("{name}_x");
             gate(gates, &w[..2], &mid, &["10", "01"]);
-            gate(gates, &sorted(vec![mid, w[2].clone()]), &sum, &["10", "01"]);
+            gate(gates, &[mid, w[2].clone()], &sum, &["10", "01"]);
             gate(gates, &w, &carry, &["11-", "1-1", "-11"]);
             Signal::Pair(sum, carry)
         }
@@ -228,11 +232,6 @@ fn node_signal(
         }
         _ => bail!("node {:?}: operator {op:?} is not a boolean gate this exporter knows", g.node_name(n)),
     })
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
 }
 
 /// Appends a `.names` block: inputs, output, and the on-set rows.

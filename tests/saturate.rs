@@ -214,6 +214,27 @@ fn the_saturated_graph_records_the_input_circuit_as_an_extraction() {
 }
 
 #[test]
+fn the_recorded_circuit_exports_with_the_inputs_operand_order() {
+    // Operands out of name order, an input before a wire and after one:
+    // the export keeps each gate's order, as ABC's mapping depends on it.
+    let circuit = parse(".inputs a b c\n.outputs q\n.names c b t\n11 1\n.names a t q\n10 1\n.end\n").unwrap();
+    let (g, json) = saturated(&circuit, 1000);
+    let recorded = smoothe::saturate::recorded_circuit(&g, &record(&json)).unwrap().unwrap();
+    let names = smoothe::export::CircuitNames { inputs: circuit.inputs.clone(), outputs: circuit.outputs.clone() };
+    let blif = smoothe::export::to_blif_named(&g, &recorded, "t", &names).unwrap();
+    let gates: Vec<Vec<&str>> = blif
+        .lines()
+        .filter_map(|l| l.strip_prefix(".names "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .collect();
+    assert!(gates.iter().any(|g| g[..2] == ["c", "b"]), "{blif}");
+    assert!(gates.iter().any(|g| g.len() == 3 && g[0] == "a" && g[1].starts_with("_n")), "{blif}");
+    for v in every_vector(3) {
+        assert_eq!(evaluate(&g, &recorded, &circuit.inputs, &v), circuit.evaluate(&v).unwrap());
+    }
+}
+
+#[test]
 fn train_cost_on_a_saturated_circuit_labels_the_circuit_itself() {
     let dir = std::env::temp_dir().join(format!("smoothe-circuit-label-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

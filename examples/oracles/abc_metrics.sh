@@ -4,7 +4,10 @@
 #   -> {"area": A, "delay": D, "power": P}
 # Pick one with `--metric area|delay|power`. Writes the extraction as BLIF
 # with `smoothe export`, then maps it in ABC with cells.genlib and prints
-# its statistics (power is ABC's switching-activity estimate). The default
+# its statistics (power is ABC's switching-activity estimate). The netlist
+# keeps each chosen e-node's operand order (older smoothe builds sorted the
+# operands, so their labels, mapped from other netlists, are kept apart by
+# this line's place in the oracle's identity). The default
 # flow, `strash; map`, maps the structure as extracted, delay-oriented with
 # area recovery. ABC_SCRIPT=... substitutes another flow, for example a
 # restructuring one: put it in the oracle's command line so the label log
