@@ -5,10 +5,9 @@
 //! cost and child classes, in another order (the `+(a, b)` and `+(b, a)`
 //! that commutativity rules leave in one class). An extraction can always
 //! take the first of them instead, at the same DAG and tree cost and with
-//! the same child classes; what is assumed is that the oracle, too, prices
-//! an operator the same whatever the order of its operands when the e-graph
-//! holds both orders in one class: otherwise the learned loop would spend
-//! oracle calls on twins of extractions it had already labelled. A
+//! the same child classes, so the learned loop does not spend oracle calls
+//! on operand orders: it measures the first order only (for a circuit from
+//! `smoothe saturate`, the input's own where the input has that node). A
 //! labelled extraction that used a dropped twin maps onto its kept twin.
 //! Plain extraction ([`preprocess`]) keeps them: SmoothE's linear results
 //! come out slightly better with them, an effect of the optimiser's

@@ -159,9 +159,13 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
     };
     let egraph = &runner.egraph;
     let root = egraph.find(runner.roots.first().copied().unwrap_or(root));
+    let input_nodes = term_nodes(egraph, &expr);
     let mut nodes = Map::new();
     for class in egraph.classes() {
-        for (i, node) in class.nodes.iter().enumerate() {
+        // The input circuit's own node first (see `CIRCUIT_CHOICES`).
+        let own = input_nodes.get(&class.id).copied();
+        let order = own.into_iter().chain((0..class.nodes.len()).filter(|&j| Some(j) != own));
+        for (i, node) in order.map(|j| &class.nodes[j]).enumerate() {
             let children: Vec<String> = node.children().iter().map(|&c| node_id(egraph.find(c), 0)).collect();
             let op = node.to_string();
             let cost = match node {
@@ -175,7 +179,8 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
             nodes.insert(node_id(class.id, i), entry);
         }
     }
-    let circuit_choices = term_choices(egraph, &expr);
+    let circuit_choices: Map<String, Value> =
+        input_nodes.keys().map(|&class| (class.to_string(), Value::String(node_id(class, 0)))).collect();
     let report = SaturateReport {
         classes: egraph.number_of_classes(),
         nodes: egraph.total_number_of_nodes(),
@@ -195,28 +200,30 @@ pub fn saturate(circuit: &Circuit, limits: Limits, progress: Observer) -> Result
 
 /// The field of a saturated e-graph's JSON that spells the input circuit
 /// as an extraction: class id -> node id, as a result file's `"choices"`.
+/// The input's node is the first of its class in the file (`<class>.0`),
+/// so that where preprocessing keeps one of a set of twins (the same
+/// operator over the same classes in another order, see
+/// [`crate::preprocess`]), it keeps the input's, and the learned loop
+/// labels the input circuit with its own operand order.
 pub const CIRCUIT_CHOICES: &str = "circuit_choices";
 
 /// The input circuit's own e-nodes as an extraction of the saturated
-/// e-graph: per class, the first node of `expr` that lies in it (named as
-/// the JSON names it). Egg keeps every node it was given, so each is
-/// found. The choice is acyclic: every chosen node's children
-/// are classes of earlier nodes of `expr`, whose chosen nodes come earlier
-/// still.
-fn term_choices(egraph: &egg::EGraph<Bool, ()>, expr: &RecExpr<Bool>) -> Map<String, Value> {
+/// e-graph: per class, the position in it of the first node of `expr` that
+/// lies in it. Egg keeps every node it was given, so each is found. The
+/// choice is acyclic: every chosen node's children are classes of earlier
+/// nodes of `expr`, whose chosen nodes come earlier still.
+fn term_nodes(egraph: &egg::EGraph<Bool, ()>, expr: &RecExpr<Bool>) -> HashMap<Id, usize> {
     let mut class_of: Vec<Id> = Vec::with_capacity(expr.as_ref().len());
-    let mut choices = Map::new();
+    let mut chosen = HashMap::new();
     for node in expr.as_ref() {
         let mut node = node.clone().map_children(|c| class_of[usize::from(c)]);
         let class = egraph.lookup(&mut node).expect("egg keeps every node it was given");
         class_of.push(class);
-        choices.entry(class.to_string()).or_insert_with(|| {
-            let position =
-                egraph[class].nodes.iter().position(|n| *n == node).expect("a looked-up node is in its class");
-            Value::String(node_id(class, position))
+        chosen.entry(class).or_insert_with(|| {
+            egraph[class].nodes.iter().position(|n| *n == node).expect("a looked-up node is in its class")
         });
     }
-    choices
+    chosen
 }
 
 /// The JSON id of the node at `position` in `class`.
