@@ -33,6 +33,13 @@ SMOOTHE_FIELDS = ["limit_s", "smoothe_cost", "smoothe_steps", "ms_per_step", "ed
                   "lp_lower_bound", "machine"]
 
 
+
+def default_max_sweeps():
+    """The default fixed-point cap, as configs/smoothe.toml (the built-in
+    defaults) states it."""
+    text = (ROOT / "configs" / "smoothe.toml").read_text()
+    return re.search(r"^max_sweeps\s*=\s*(\d+)", text, re.M).group(1)
+
 def machine():
     """This machine in a few words: CPU model, cores and memory."""
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
@@ -155,7 +162,8 @@ def write(rows):
              " relaxation that bounds its answer (`LP bound`, blank where the LP did not solve within 10 s)."
              " `passes`: how many times a forward pass visited each class edge on average"
              " (`edge_passes_per_step` of the result: 1 without cycles; inside a cyclic component once per"
-             " fixed-point sweep, at most `--max-sweeps` (4), and once more for the derivatives).", "",
+             f" fixed-point sweep, at most `--max-sweeps` ({default_max_sweeps()}), and once more for the"
+             " derivatives).", "",
              "| circuit | limit | classes | nodes | saturate s | MiB | edges swept | load+preprocess s | MiB |"
              " greedy cost | s | dag-greedy cost | s | MiB | SmoothE limit s | cost | steps | ms/step | passes | MiB |"
              " LP bound |",
