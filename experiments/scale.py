@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,12 +34,12 @@ SMOOTHE_FIELDS = ["limit_s", "smoothe_cost", "smoothe_steps", "ms_per_step", "ed
                   "lp_lower_bound", "machine"]
 
 
-
 def default_max_sweeps():
     """The default fixed-point cap, as configs/smoothe.toml (the built-in
     defaults) states it."""
-    text = (ROOT / "configs" / "smoothe.toml").read_text()
-    return re.search(r"^max_sweeps\s*=\s*(\d+)", text, re.M).group(1)
+    with open(ROOT / "configs" / "smoothe.toml", "rb") as f:
+        return tomllib.load(f)["smoothe"]["max_sweeps"]
+
 
 def machine():
     """This machine in a few words: CPU model, cores and memory."""
