@@ -20,6 +20,7 @@ LIBRARY = ROOT / "examples" / "oracles" / "cells.genlib"
 NODE_LIMIT = os.environ.get("NODE_LIMIT", "20000")
 BUDGET = os.environ.get("BUDGET", "40")
 SECONDS = os.environ.get("SECONDS_SMOOTHE", "20")
+SEED = os.environ.get("SEED", "0")
 CIRCUITS = os.environ.get("CIRCUITS", "mul16 C432 b12 c2670 c7552 i7 mul3").split()
 NAME = os.environ.get("NAME", "roundtrip")
 OUT = ROOT / "experiments" / "out" / NAME
@@ -93,11 +94,13 @@ def main():
         for method in ["dag-greedy", "smoothe"]:
             extraction = out / f"{method}.json"
             start = time.perf_counter()
-            run([BIN, "extract", "--method", method, "--time-limit", SECONDS, graph, "-o", extraction, "-q"])
+            run([BIN, "extract", "--method", method, "--time-limit", SECONDS, "--seed", SEED, graph, "-o",
+                 extraction, "-q"])
             extractions[method] = (extraction, time.perf_counter() - start)
         model = out / "model.safetensors"
         start = time.perf_counter()
-        run([BIN, "train-cost", "--oracle", ORACLE, "--budget", BUDGET, "--out", model, graph, "-q"])
+        run([BIN, "train-cost", "--oracle", ORACLE, "--budget", BUDGET, "--seed", SEED, "--out", model, graph,
+                 "-q"])
         extractions["train-cost best"] = (model.with_suffix(".best.json"), time.perf_counter() - start)
         for method, (extraction, seconds) in extractions.items():
             back = out / f"{method.replace(' ', '-')}.blif"
@@ -133,7 +136,8 @@ def write(rows):
              f" --budget {BUDGET}`), exported to BLIF and compared with the input by ABC `cec`. Area is"
              f" the oracle's (`{FLOW}` with `cells.genlib`); input area is the input circuit mapped alone"
              " with the same flow and library. Inputs: mul16 from `gen -N 16 -m; strash`; the six esyn"
-             " circuits as their dag-greedy extraction exported to BLIF.", "",
+             " circuits as their dag-greedy extraction exported to BLIF. Seed"
+             f" {SEED}.", "",
              f"- ABC `cec` proved {proven} of {len(done)} extractions equivalent to their input.",
              f"- The best extraction `train-cost` found mapped to no more area than the input on {no_worse} of"
              f" {len(best)} circuits.",
